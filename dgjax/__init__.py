@@ -1,0 +1,13 @@
+"""dgjax: a JAX/XLA-compiled LLM inference engine with an OpenAI-compatible server."""
+
+from dgjax.runtime.types import SamplingParams
+
+__all__ = ["LLM", "SamplingParams"]
+
+
+def __getattr__(name):
+    if name == "LLM":  # imported lazily: it pulls in jax and the whole runtime
+        from dgjax.llm import LLM
+
+        return LLM
+    raise AttributeError(name)

@@ -1,0 +1,140 @@
+"""Static configuration: the model as described by its HF files, and the engine's own choices.
+
+Both are frozen and hashable so they can be passed as static arguments under `jax.jit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class RopeScaling:
+    """HF `rope_scaling` / `rope_parameters`, flattened to the fields the rope code needs."""
+
+    rope_type: str = "default"  # default | linear | llama3 | yarn | dynamic
+    factor: float = 1.0
+    low_freq_factor: float = 1.0  # llama3
+    high_freq_factor: float = 4.0  # llama3
+    original_max_position_embeddings: int | None = None  # llama3, yarn
+    beta_fast: float = 32.0  # yarn
+    beta_slow: float = 1.0  # yarn
+    mscale: float | None = None  # yarn
+    mscale_all_dim: float | None = None  # yarn
+    attention_factor: float | None = None  # yarn
+    truncate: bool = True  # yarn
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """The subset of an HF `config.json` (+ `generation_config.json`) that dgjax's models use."""
+
+    architecture: str
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    max_position_embeddings: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: RopeScaling = RopeScaling()
+    partial_rotary_factor: float = 1.0
+    hidden_act: str = "silu"
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False  # bias on q/k/v projections (Qwen2 always; Llama optional)
+    o_proj_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False  # Qwen3: RMSNorm over head_dim on q and k before rope
+    sliding_window: int | None = None  # Mistral v0.1 style, applied on every layer
+    # Per-layer "full_attention" / "sliding_attention" (Qwen2/Qwen3 with use_sliding_window);
+    # empty: `sliding_window` (if set) applies to every layer.
+    layer_types: tuple[str, ...] = ()
+    torch_dtype: str = "bfloat16"
+    bos_token_id: int | None = None
+    eos_token_ids: tuple[int, ...] = ()
+    pad_token_id: int | None = None
+    # generation_config.json defaults (None: not given)
+    default_temperature: float | None = None
+    default_top_p: float | None = None
+    default_top_k: int | None = None
+    default_repetition_penalty: float | None = None
+
+    @property
+    def q_size(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    def layer_sliding_window(self, layer: int) -> int | None:
+        """The attention window of `layer` (keys at positions > query position - window), None: full."""
+        if self.sliding_window is None:
+            return None
+        if self.layer_types and self.layer_types[layer] != "sliding_attention":
+            return None
+        return self.sliding_window
+
+    @staticmethod
+    def from_dir(model_dir: str) -> "ModelConfig":
+        """Parse `config.json` and (if present) `generation_config.json` of an HF model folder."""
+        with open(os.path.join(model_dir, "config.json")) as f:
+            hf = json.load(f)
+        gen: dict[str, Any] = {}
+        gen_path = os.path.join(model_dir, "generation_config.json")
+        if os.path.exists(gen_path):
+            with open(gen_path) as f:
+                gen = json.load(f)
+        return ModelConfig.from_hf_dict(hf, gen)
+
+    @staticmethod
+    def from_hf_dict(hf: dict[str, Any], gen: dict[str, Any] | None = None) -> "ModelConfig":
+        from dgjax.models.hf_config import parse_hf_config
+
+        return parse_hf_config(hf, gen or {})
+
+
+DEFAULT_DECODE_BUCKETS = (1, 2, 4, 8, 16)
+DEFAULT_PREFILL_BUCKETS = (16, 64, 256, 1024)
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineConfig:
+    """What the engine decides independently of the model: buckets, paging, limits, dtypes."""
+
+    dtype: str = "auto"  # auto (checkpoint's torch_dtype) | bfloat16 | float32
+    max_model_len: int | None = None  # None: min(model's max_position_embeddings, 8192)
+    max_concurrency: int = 16  # decode slots; also the largest decode bucket used
+    max_queue: int = 256  # waiting requests beyond which new ones get 503
+    page_size: int = 16
+    num_pages: int | None = None  # None: sized from kv_memory_bytes
+    kv_memory_bytes: int | None = None  # None: a default per platform (see runtime.kv_cache)
+    decode_buckets: tuple[int, ...] = DEFAULT_DECODE_BUCKETS
+    prefill_buckets: tuple[int, ...] = DEFAULT_PREFILL_BUCKETS
+    enable_prefix_cache: bool = True
+    compilation_cache_dir: str | None = None  # None: $DGJAX_CACHE_DIR or ~/.cache/dgjax/xla
+    tensor_parallel: int = 1
+    seed: int = 0
+
+    def resolved_max_model_len(self, model: ModelConfig) -> int:
+        if self.max_model_len is not None:
+            return self.max_model_len
+        return min(model.max_position_embeddings, 8192)
+
+    def used_decode_buckets(self) -> tuple[int, ...]:
+        """Decode widths up to and including the first bucket that holds max_concurrency."""
+        out = []
+        for b in sorted(self.decode_buckets):
+            out.append(b)
+            if b >= self.max_concurrency:
+                break
+        if out[-1] < self.max_concurrency:
+            out.append(self.max_concurrency)
+        return tuple(out)

@@ -1,0 +1,84 @@
+"""The dense decoder family: Llama 3.x, Qwen2/2.5, Qwen3, Mistral (one implementation, config-driven).
+
+Differences between the families are all in ModelConfig: q/k/v (and o) biases, q/k RMSNorm, explicit
+head_dim, rope scaling, sliding windows and tied embeddings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from dgjax.config import ModelConfig
+from dgjax.models import blocks
+from dgjax.models.batch import ForwardBatch, KVCache
+from dgjax.models.ops import embed_lookup, matmul
+from dgjax.models.params import ParamSpec, normal_init, resolve_dtype
+from dgjax.pallas.paged_attention import api as paged
+
+
+@struct.dataclass
+class DecoderLayerParams:
+    input_norm: Any
+    attn: blocks.AttentionParams
+    post_attention_norm: Any
+    mlp: blocks.MLPParams
+
+
+@struct.dataclass
+class DenseParams:
+    embed: Any  # [vocab, embed]
+    layers: tuple[DecoderLayerParams, ...]
+    final_norm: Any  # [embed]
+    lm_head: Any = None  # [embed, vocab]; None when tied to `embed`
+
+
+def param_specs(cfg: ModelConfig, dtype: Any = "auto") -> DenseParams:
+    dt = resolve_dtype(cfg.torch_dtype, dtype)
+    e, vocab = cfg.hidden_size, cfg.vocab_size
+    layer = DecoderLayerParams(
+        input_norm=blocks.norm_spec(e, dt),
+        attn=blocks.attention_specs(cfg, dt),
+        post_attention_norm=blocks.norm_spec(e, dt),
+        mlp=blocks.mlp_specs(cfg, dt),
+    )
+    return DenseParams(
+        embed=ParamSpec((vocab, e), dt, ("vocab", "embed"), normal_init()),
+        layers=(layer,) * cfg.num_hidden_layers,
+        final_norm=blocks.norm_spec(e, dt),
+        lm_head=None if cfg.tie_word_embeddings else ParamSpec((e, vocab), dt, ("embed", "vocab"), normal_init()),
+    )
+
+
+def forward(params: DenseParams, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig) -> tuple[jax.Array, KVCache]:
+    """Run one step: returns (hidden [B, T, embed] after the final norm, cache with this step's K/V)."""
+    with jax.named_scope("embed"):
+        x = embed_lookup(params.embed, batch.tokens)
+    slots = paged.kv_slots(batch.positions, batch.query_lens, batch.block_tables, kv.page_size)
+    cos_sin = blocks.rope_cos_sin(batch.positions, cfg)
+    new_k, new_v = [], []
+    for i, layer in enumerate(params.layers):
+        with jax.named_scope(f"layer_{i}"):
+            h = blocks.rms_norm(x, layer.input_norm, cfg.rms_norm_eps)
+            h, k_pages, v_pages = blocks.attention(
+                layer.attn, h, kv.k[i], kv.v[i], batch, slots, cos_sin, cfg, cfg.layer_sliding_window(i)
+            )
+            x = x + h
+            h = blocks.rms_norm(x, layer.post_attention_norm, cfg.rms_norm_eps)
+            x = x + blocks.gated_mlp(layer.mlp, h, cfg.hidden_act)
+            new_k.append(k_pages)
+            new_v.append(v_pages)
+    with jax.named_scope("final_norm"):
+        x = blocks.rms_norm(x, params.final_norm, cfg.rms_norm_eps)
+    return x, KVCache(k=tuple(new_k), v=tuple(new_v))
+
+
+def logits(params: DenseParams, hidden: jax.Array, cfg: ModelConfig) -> jax.Array:
+    """float32 logits [..., vocab] from final hidden states (tied or separate lm_head)."""
+    with jax.named_scope("lm_head"):
+        if params.lm_head is None:
+            return matmul(hidden, params.embed.T, out_dtype=jnp.float32)
+        return matmul(hidden, params.lm_head, out_dtype=jnp.float32)

@@ -1,0 +1,176 @@
+"""Ahead-of-time compiled step executables, one per bucket, called directly with the donated state.
+
+Decode executables are keyed by (batch width, top-logprobs on/off), prefill executables by (chunk
+size, prompt-logprobs on/off). All are lowered from abstract shapes before the first request and
+kept in dicts; a request that would need a shape outside the buckets is split (prefill) or padded
+(decode) by the scheduler, so serving never compiles. Each dispatch returns device arrays whose
+host copy has already been started, so the caller can read tick N while tick N+1 runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from dgjax.runtime import compile_cache, sampler, steps
+from dgjax.runtime.device_state import DeviceState
+from dgjax.runtime.types import MAX_TOP_LOGPROBS
+
+log = logging.getLogger("dgjax.executor")
+
+MAX_LOGIT_BIAS = 300  # OpenAI accepts at most 300 logit_bias entries
+
+
+def _abstract(tree):
+    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), tree)
+
+
+class Executor:
+    """Owns the parameters, the device state and the compiled step executables."""
+
+    def __init__(self, family, cfg, mesh, params, state: DeviceState, *, decode_buckets,
+                 prefill_buckets, max_pages_per_seq: int):
+        self.family = family
+        self.cfg = cfg
+        self.mesh = mesh
+        self.params = params
+        self.state = state
+        self.decode_buckets = tuple(sorted(decode_buckets))
+        self.prefill_buckets = tuple(sorted(prefill_buckets))
+        self.max_pages_per_seq = max_pages_per_seq
+        self.num_slots = state.last_tokens.shape[0] - 1
+        self.pad_slot = self.num_slots
+        self._replicated = NamedSharding(mesh, PartitionSpec())
+        self._decode: dict[tuple[int, int], Any] = {}
+        self._prefill: dict[tuple[int, bool], Any] = {}
+        self._init_slot = None
+
+    # ---- compilation -------------------------------------------------------------------------
+    def _arg(self, shape, dtype):
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=self._replicated)
+
+    def _sampling_abstract(self, width: int):
+        st = sampler.build_sampling_tensors([], width, MAX_LOGIT_BIAS, [])
+        return jax.tree.map(lambda a: self._arg(a.shape, a.dtype), st)
+
+    def _compile(self, name: str, fn: Callable, args: tuple, donate: tuple[int, ...],
+                 returns_state_only: bool = False):
+        """Lower and compile; outputs keep the state's shardings so the next call accepts them."""
+        t0 = time.perf_counter()
+        hits0, misses0 = compile_cache.counts()
+        state_sh = jax.tree.map(lambda a: a.sharding, self.state)
+        out_sh = state_sh if returns_state_only else (state_sh, self._replicated)
+        lowered = jax.jit(fn, donate_argnums=donate, out_shardings=out_sh).lower(*args)
+        compiled = lowered.compile()
+        hits, misses = compile_cache.counts()
+        how = "loaded from cache" if hits > hits0 and misses == misses0 else "compiled"
+        log.info("%s: %s in %.2fs", name, how, time.perf_counter() - t0)
+        return compiled
+
+    def compile_all(self, progress: Callable[[str], None] | None = None) -> dict[str, int]:
+        """Compile (or load from the persistent cache) every bucket; returns hit/miss counts."""
+        hits0, misses0 = compile_cache.counts()
+        p_abs, s_abs = _abstract(self.params), _abstract(self.state)
+        jobs = []
+        for width in self.decode_buckets:
+            for k in (0, MAX_TOP_LOGPROBS):
+                jobs.append(("decode", (width, k)))
+        for chunk in self.prefill_buckets:
+            for plp in (False, True):
+                jobs.append(("prefill", (chunk, plp)))
+        jobs.append(("init_slot", None))
+        for i, (kind, key) in enumerate(jobs):
+            if progress:
+                progress(f"compiling {kind} {key} ({i + 1}/{len(jobs)})")
+            if kind == "decode":
+                self._decode[key] = self._compile_decode(p_abs, s_abs, *key)
+            elif kind == "prefill":
+                self._prefill[key] = self._compile_prefill(p_abs, s_abs, *key)
+            else:
+                fn = steps.init_slot
+                args = (s_abs, self._arg((), jnp.int32), self._arg((self.cfg.vocab_size,), jnp.bool_))
+                self._init_slot = self._compile("init_slot", fn, args, (0,), returns_state_only=True)
+        hits, misses = compile_cache.counts()
+        summary = {"executables": len(jobs), "cache_hits": hits - hits0, "cache_misses": misses - misses0}
+        log.info(
+            "buckets ready: decode widths %s, prefill chunks %s; %d executables, %d from cache, %d compiled",
+            list(self.decode_buckets), list(self.prefill_buckets), len(jobs),
+            summary["cache_hits"], summary["cache_misses"],
+        )
+        return summary
+
+    def _compile_decode(self, p_abs, s_abs, width: int, num_top: int):
+        fn = steps.bind(steps.decode_tick, family=self.family, cfg=self.cfg, num_top=num_top)
+        args = (
+            p_abs, s_abs,
+            self._arg((width,), jnp.int32),
+            self._arg((width, self.max_pages_per_seq), jnp.int32),
+            self._arg((width,), jnp.bool_),
+            self._sampling_abstract(width),
+        )
+        return self._compile(f"decode[B={width},top={num_top}]", fn, args, (1,))
+
+    def _compile_prefill(self, p_abs, s_abs, chunk: int, with_plp: bool):
+        fn = steps.bind(
+            steps.prefill_chunk, family=self.family, cfg=self.cfg,
+            num_top=MAX_TOP_LOGPROBS, with_prompt_logprobs=with_plp,
+        )
+        i32 = jnp.int32
+        args = (
+            p_abs, s_abs,
+            self._arg((), i32),
+            self._arg((chunk,), i32),
+            self._arg((chunk,), i32),
+            self._arg((), i32),
+            self._arg((), i32),
+            self._arg((self.max_pages_per_seq,), i32),
+            self._arg((), jnp.bool_),
+            self._sampling_abstract(1),
+        )
+        return self._compile(f"prefill[T={chunk},prompt_logprobs={with_plp}]", fn, args, (1,))
+
+    # ---- dispatch ----------------------------------------------------------------------------
+    def decode_width(self, n: int) -> int:
+        for b in self.decode_buckets:
+            if b >= n:
+                return b
+        raise ValueError(f"{n} decode rows exceed the largest bucket {self.decode_buckets[-1]}")
+
+    def prefill_chunk_size(self, remaining: int) -> int:
+        for c in self.prefill_buckets:
+            if c >= remaining:
+                return c
+        return self.prefill_buckets[-1]
+
+    def put(self, x) -> jax.Array:
+        return jax.device_put(x, self._replicated)
+
+    def init_slot(self, slot: int, prompt_mask_row: np.ndarray) -> None:
+        self.state = self._init_slot(self.state, np.int32(slot), prompt_mask_row)
+
+    def decode(self, slot_ids, block_tables, active, st, want_top: bool):
+        exe = self._decode[(len(slot_ids), MAX_TOP_LOGPROBS if want_top else 0)]
+        self.state, res = exe(self.params, self.state, slot_ids, block_tables, active, st)
+        _start_copy(res)
+        return res
+
+    def prefill(self, slot, tokens, next_tokens, start_pos, num_valid, block_table, is_last, st,
+                with_prompt_logprobs: bool):
+        exe = self._prefill[(len(tokens), with_prompt_logprobs)]
+        self.state, out = exe(
+            self.params, self.state, np.int32(slot), tokens, next_tokens, np.int32(start_pos),
+            np.int32(num_valid), block_table, np.bool_(is_last), st,
+        )
+        _start_copy(out)
+        return out
+
+
+def _start_copy(tree) -> None:
+    for leaf in jax.tree.leaves(tree):
+        leaf.copy_to_host_async()

@@ -1,0 +1,104 @@
+"""Turn a model folder and an EngineConfig into ready device objects: mesh, weights, KV pool, executor.
+
+The KV pool is sized from a memory plan that is logged: what the weights take, what the pool gets,
+how many tokens that holds, and how many pages a single sequence can span.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+
+from dgjax import sharding
+from dgjax.checkpoint.loader import load_params
+from dgjax.config import EngineConfig, ModelConfig
+from dgjax.models.params import resolve_dtype
+from dgjax.models.batch import create_kv_cache, kv_bytes_per_page
+from dgjax.models.registry import get_family
+from dgjax.runtime.device_state import create_device_state
+from dgjax.runtime.executor import Executor
+from dgjax.runtime.page_pool import PagePool
+
+log = logging.getLogger("dgjax.engine")
+
+CPU_KV_BUDGET = 1 << 30  # bytes; CPU runs are tests and notebooks
+GPU_KV_FRACTION = 0.85  # of the memory left after the weights
+
+
+@dataclasses.dataclass
+class LoadedModel:
+    family: object
+    mesh: object
+    params: object
+    pool: PagePool
+    executor: Executor
+    dtype: object
+
+
+def _free_device_bytes(device) -> int | None:
+    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+    if not stats or "bytes_limit" not in stats:
+        return None
+    return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+
+
+def plan_num_pages(cfg: ModelConfig, ecfg: EngineConfig, max_model_len: int, dtype, mesh) -> int:
+    """Pages for the KV pool: explicit, or from a byte budget, never fewer than one full sequence."""
+    page_bytes = kv_bytes_per_page(cfg, ecfg.page_size, dtype)
+    pages_per_seq = math.ceil(max_model_len / ecfg.page_size)
+    wanted = ecfg.max_concurrency * pages_per_seq + 1
+    if ecfg.num_pages is not None:
+        num = ecfg.num_pages
+    else:
+        budget = ecfg.kv_memory_bytes
+        if budget is None:
+            free = _free_device_bytes(mesh.devices.flat[0])
+            if free is None or mesh.devices.flat[0].platform == "cpu":
+                budget = CPU_KV_BUDGET
+            else:
+                budget = int(free * GPU_KV_FRACTION * mesh.size)
+        num = min(wanted, int(budget // page_bytes))
+    if num < pages_per_seq + 1:
+        raise ValueError(
+            f"the KV pool holds {num} pages of {ecfg.page_size} tokens, fewer than one "
+            f"{max_model_len}-token sequence needs ({pages_per_seq} + 1 trash page): lower "
+            "--max-model-len or give the cache more memory"
+        )
+    log.info(
+        "memory plan: KV page = %d tokens x %.1f KiB; pool = %d pages (%.1f MiB, %d tokens); "
+        "a sequence spans up to %d pages (max_model_len %d)",
+        ecfg.page_size, page_bytes / 1024, num, num * page_bytes / 2**20,
+        (num - 1) * ecfg.page_size, pages_per_seq, max_model_len,
+    )
+    return num
+
+
+def load_model(model_dir: str, cfg: ModelConfig, ecfg: EngineConfig, max_model_len: int) -> LoadedModel:
+    family = get_family(cfg)
+    dtype = resolve_dtype(cfg.torch_dtype, ecfg.dtype)
+    mesh = sharding.make_mesh(ecfg.tensor_parallel)
+    rules = sharding.DEFAULT_RULES
+    t0 = time.perf_counter()
+    params = load_params(model_dir, cfg, dtype, mesh, rules)
+    jax.block_until_ready(params)
+    nbytes = sum(x.nbytes for x in jax.tree.leaves(params))
+    log.info("weights: %.1f MiB in %s loaded in %.2fs on %d device(s) (%s)",
+             nbytes / 2**20, jnp.dtype(dtype).name, time.perf_counter() - t0, mesh.size,
+             mesh.devices.flat[0].platform)
+    num_pages = plan_num_pages(cfg, ecfg, max_model_len, dtype, mesh)
+    kv = create_kv_cache(cfg, num_pages, ecfg.page_size, dtype, mesh, rules)
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    state = create_device_state(kv, ecfg.max_concurrency, cfg.vocab_size, replicated)
+    pool = PagePool(num_pages, ecfg.page_size, enable_prefix_cache=ecfg.enable_prefix_cache)
+    executor = Executor(
+        family, cfg, mesh, params, state,
+        decode_buckets=ecfg.used_decode_buckets(),
+        prefill_buckets=ecfg.prefill_buckets,
+        max_pages_per_seq=math.ceil(max_model_len / ecfg.page_size),
+    )
+    return LoadedModel(family, mesh, params, pool, executor, dtype)

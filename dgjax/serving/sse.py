@@ -1,0 +1,82 @@
+"""Server-sent events, and noticing that the client went away (streaming or not).
+
+Starlette only reports a disconnect to code that listens for it, so both paths race the work against
+`receive()` returning `http.disconnect`; the loser is cancelled, and cancellation is what aborts the
+engine requests (their `finally` blocks call `engine.abort`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+logger = logging.getLogger("dgjax.serving")
+
+SSE_DONE = b"data: [DONE]\n\n"
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),  # nginx: do not buffer the stream
+]
+
+T = TypeVar("T")
+
+
+def sse_event(obj: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def wait_for_disconnect(receive: Callable[[], Awaitable[dict]]) -> None:
+    """Returns once the client closed the connection (the request body is already consumed)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+class ClientDisconnected(Exception):
+    """The client closed the connection before the response was ready."""
+
+
+async def until_disconnect(receive: Callable[[], Awaitable[dict]], work: Awaitable[T]) -> T:
+    """Run `work`; if the client disconnects first, cancel it and raise ClientDisconnected."""
+    work_task = asyncio.ensure_future(work)
+    watch_task = asyncio.ensure_future(wait_for_disconnect(receive))
+    try:
+        await asyncio.wait({work_task, watch_task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not work_task.done():
+            work_task.cancel()
+            await asyncio.gather(work_task, return_exceptions=True)
+        watch_task.cancel()
+        await asyncio.gather(watch_task, return_exceptions=True)
+    if work_task.cancelled():
+        raise ClientDisconnected()
+    return work_task.result()
+
+
+class EventStreamResponse:
+    """An ASGI response that streams SSE bytes and stops the producer when the client leaves."""
+
+    def __init__(self, events: AsyncIterator[bytes]) -> None:
+        self.events = events
+
+    async def __call__(self, scope, receive, send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+
+        async def pump() -> None:
+            async for chunk in self.events:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        try:
+            await until_disconnect(receive, pump())
+        except ClientDisconnected:
+            logger.info("client disconnected from a stream; its requests were aborted")
+        except OSError:
+            logger.info("client connection broke while streaming")
+        finally:
+            await self.events.aclose()

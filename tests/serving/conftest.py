@@ -1,0 +1,31 @@
+"""Session-wide servers for the serving tests (compile time is paid once per session)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from serving_harness import API_KEY, MODEL_DIR, RunningServer, engine_config
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The main server: prefix cache on, API key required, 4 decode slots."""
+    assert os.path.isfile(os.path.join(MODEL_DIR, "config.json")), f"no model at {MODEL_DIR}"
+    s = RunningServer(engine_config(), api_key=API_KEY)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def http(server):
+    with server.client() as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def hf_tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(MODEL_DIR)
