@@ -25,11 +25,25 @@ class HFSource:
     name: str
     transpose: bool = False
 
-    def convert(self, tensor: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        t = tensor.T if self.transpose else tensor
-        if t.size != int(np.prod(shape)):
-            raise ValueError(f"checkpoint tensor {self.name} has shape {tensor.shape}, expected {shape} worth")
-        return t.reshape(shape)
+    def layout(self, hf_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(shape to view the checkpoint tensor as, axis permutation from that view to dgjax's `shape`).
+
+        A transposed weight [out, in] is viewed as [*out_dims, *in_dims] (a free reshape) and permuted
+        to [*in_dims, *out_dims], so the transpose itself can run on the device.
+        """
+        size = int(np.prod(hf_shape))
+        if size != int(np.prod(shape)):
+            raise ValueError(f"checkpoint tensor {self.name} has shape {hf_shape}, expected {shape} worth")
+        if not self.transpose:
+            return shape, tuple(range(len(shape)))
+        if len(hf_shape) != 2:
+            raise ValueError(f"checkpoint tensor {self.name} should be a 2-D Linear weight, has shape {hf_shape}")
+        n_in = next((k for k in range(1, len(shape)) if int(np.prod(shape[:k])) == hf_shape[1]), None)
+        if n_in is None:
+            raise ValueError(f"checkpoint tensor {self.name} {hf_shape} does not split into {shape}")
+        view = shape[n_in:] + shape[:n_in]
+        n_out = len(shape) - n_in
+        return view, tuple(range(n_out, len(shape))) + tuple(range(n_out))
 
 
 def is_source(x: Any) -> bool:

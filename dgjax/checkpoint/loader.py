@@ -1,28 +1,29 @@
 """Load an HF safetensors checkpoint into a model's parameter pytree, each tensor straight into its sharding.
 
-Tensors are read one at a time from memory maps, converted to dgjax layout, cast on the host and
-placed with `jax.make_array_from_callback`, so each device (and, multi-host, each process) only
-receives its own shards and no full copy of the model is ever held on one device.
+Tensors are read one at a time from memory maps, cast on the host and placed with
+`jax.make_array_from_callback` (each device, and multi-host each process, receives only its own
+shards); Linear weights are then transposed to dgjax's input-major layout on the device.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 import jax
-import ml_dtypes
+import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh
+from jax.sharding import Mesh, NamedSharding
 
 from dgjax.checkpoint.hf_names import HFSource, hf_sources, is_ignored, is_source
 from dgjax.checkpoint.safetensors_io import SafetensorsFolder
 from dgjax.config import ModelConfig
 from dgjax.models.params import ParamSpec, is_spec, resolve_dtype, sharding_of
 from dgjax.models.registry import get_family
-from dgjax.sharding import ShardingRules
+from dgjax.sharding import ShardingRules, logical_to_sharding
 
 log = logging.getLogger("dgjax.checkpoint")
 
@@ -42,9 +43,27 @@ def check_names(cfg: ModelConfig, available: set[str], wanted: set[str]) -> None
         raise ValueError(f"checkpoint does not match {cfg.architecture}: " + "; ".join(parts))
 
 
-def _place(host: np.ndarray, spec: ParamSpec, mesh: Mesh, rules: ShardingRules) -> jax.Array:
+@functools.lru_cache(maxsize=64)
+def _permute_fn(perm: tuple[int, ...], sharding: NamedSharding):
+    return jax.jit(lambda x: jnp.transpose(x, perm), out_shardings=sharding)
+
+
+def _place(raw: np.ndarray, src: HFSource, spec: ParamSpec, target: np.dtype, mesh: Mesh, rules: ShardingRules):
+    """Cast on the host, place in the checkpoint's own layout, permute to dgjax's layout on the device.
+
+    Transposing on the host runs at ~0.3 GB/s; on the device it is nearly free.
+    """
+    view_shape, perm = src.layout(raw.shape, spec.shape)
+    host = np.ascontiguousarray(raw.astype(target, copy=False)).reshape(view_shape)
     sharding = sharding_of(spec, mesh, rules)
-    return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx])
+    if perm == tuple(range(len(perm))):
+        return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx])
+    view_axes: list[str | None] = [None] * len(perm)
+    for i, p in enumerate(perm):
+        view_axes[p] = spec.axes[i]
+    view_sharding = logical_to_sharding(mesh, rules, view_shape, view_axes)
+    placed = jax.make_array_from_callback(host.shape, view_sharding, lambda idx: host[idx])
+    return _permute_fn(perm, sharding)(placed)
 
 
 def load_params(
@@ -64,28 +83,22 @@ def load_params(
     folder = SafetensorsFolder(model_dir)
 
     src_leaves, treedef = jax.tree_util.tree_flatten(sources, is_leaf=is_source)
-    spec_leaves = jax.tree_util.tree_leaves(specs, is_leaf=is_spec)
-    if len(src_leaves) != len(spec_leaves):
-        raise RuntimeError(f"{family.name}: name map has {len(src_leaves)} leaves, params {len(spec_leaves)}")
+    spec_leaves, spec_treedef = jax.tree_util.tree_flatten(specs, is_leaf=is_spec)
+    if treedef != spec_treedef:
+        raise RuntimeError(f"{family.name}: checkpoint name map and parameter specs differ in structure")
     check_names(cfg, set(folder), {s.name for s in src_leaves})
 
     log.info("loading %d tensors from %s as %s", len(src_leaves), model_dir, target.name)
     out = []
     nbytes = 0
     for i, (src, spec) in enumerate(zip(src_leaves, spec_leaves)):
-        host = _host_tensor(folder, src, spec, target)
-        out.append(_place(host, spec, mesh, rules))
-        nbytes += host.nbytes
+        raw = folder[src.name]
+        if raw.dtype.kind not in "fV":
+            raise ValueError(f"tensor {src.name} has non-float dtype {raw.dtype}; quantized formats need a converter")
+        out.append(_place(raw, src, spec, target, mesh, rules))
+        nbytes += spec.nbytes
         if progress is not None:
             progress(i + 1, len(src_leaves), src.name)
         log.debug("loaded %s %s -> %s", src.name, folder.shape(src.name), spec.shape)
     log.info("loaded %.1f MB of parameters in %.2f s", nbytes / 1e6, time.monotonic() - start)
     return jax.tree_util.tree_unflatten(treedef, out)
-
-
-def _host_tensor(folder: SafetensorsFolder, src: HFSource, spec: ParamSpec, target: np.dtype) -> np.ndarray:
-    """The checkpoint tensor in dgjax layout and `target` dtype, as a contiguous host array."""
-    raw = folder[src.name]
-    if raw.dtype.kind not in "fV" and raw.dtype != np.dtype(ml_dtypes.bfloat16):
-        raise ValueError(f"tensor {src.name} has non-float dtype {raw.dtype}; quantized formats need a converter")
-    return np.ascontiguousarray(src.convert(raw, spec.shape).astype(target))

@@ -99,9 +99,11 @@ def ref_filtered_distribution(x, p: SamplingParams):
     return keep, dist / dist.sum()
 
 
-def top_p_keeping(z, n):
-    """A top_p that keeps exactly the n most likely tokens, midway between the boundaries."""
-    cumulative = np.cumsum(np.sort(ref_softmax(z))[::-1])
+def top_p_keeping(z, n, top_k=0):
+    """A top_p that keeps exactly the n most likely tokens (of the top_k, when given), midway
+    between the boundaries."""
+    z = np.sort(np.asarray(z, np.float64))[::-1][:top_k or None]
+    cumulative = np.cumsum(ref_softmax(z))
     return float((cumulative[n - 1] + cumulative[n - 2]) / 2) if n > 1 else float(cumulative[0] / 2)
 
 
@@ -186,7 +188,7 @@ def test_penalties_and_bias_match_numpy():
         lambda z: SamplingParams(temperature=1.0, top_k=4),
         lambda z: SamplingParams(temperature=1.3, top_p=top_p_keeping(z / 1.3, 5)),
         lambda z: SamplingParams(temperature=1.0, min_p=min_p_keeping(z, 6)),
-        lambda z: SamplingParams(temperature=1.0, top_k=8, top_p=top_p_keeping(z, 6),
+        lambda z: SamplingParams(temperature=1.0, top_k=8, top_p=top_p_keeping(z, 6, top_k=8),
                                  min_p=min_p_keeping(z, 4)),
     ],
     ids=["temperature", "top_k", "top_p", "min_p", "combined"],
@@ -214,11 +216,13 @@ def test_filtered_tokens_are_never_sampled_over_many_seeds():
     z = rng.normal(scale=1.0, size=vocab).astype(np.float32)
     temperature = 4.0  # flat enough that every token would show up without the filters
     banned = {int(t): -float("inf") for t in np.argsort(-z)[:2]}
+    unbanned = np.sort(z)[:-2]
     configs = [
         SamplingParams(temperature=temperature, top_k=20),
         SamplingParams(temperature=temperature, top_p=top_p_keeping(z / temperature, 60)),
         SamplingParams(temperature=temperature, min_p=min_p_keeping(z / temperature, 90)),
-        SamplingParams(temperature=temperature, top_k=100, top_p=top_p_keeping(z / temperature, 70),
+        SamplingParams(temperature=temperature, top_k=100,
+                       top_p=top_p_keeping(unbanned / temperature, 70, top_k=100),
                        logit_bias=banned),
     ]
     unfiltered = run_sample(np.tile(z, (draws, 1)), [SamplingParams(temperature=temperature, seed=s)
