@@ -110,6 +110,7 @@ class EngineConfig:
     """What the engine decides independently of the model: buckets, paging, limits, dtypes."""
 
     dtype: str = "auto"  # auto (checkpoint's torch_dtype) | bfloat16 | float32
+    load_format: str = "safetensors"  # safetensors | dummy (random weights on device: benchmarks)
     max_model_len: int | None = None  # None: min(model's max_position_embeddings, 8192)
     max_concurrency: int = 16  # decode slots; also the largest decode bucket used
     max_queue: int = 256  # waiting requests beyond which new ones get 503
@@ -119,6 +120,8 @@ class EngineConfig:
     decode_buckets: tuple[int, ...] = DEFAULT_DECODE_BUCKETS
     prefill_buckets: tuple[int, ...] = DEFAULT_PREFILL_BUCKETS
     enable_prefix_cache: bool = True
+    # Also compile the top-logprobs / prompt-logprobs variants ahead of time (else on first use).
+    aot_logprob_variants: bool = True
     compilation_cache_dir: str | None = None  # None: $DGJAX_CACHE_DIR or ~/.cache/dgjax/xla
     tensor_parallel: int = 1
     seed: int = 0

@@ -24,6 +24,8 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine")
     g.add_argument("--model", default=None, help="HF model folder (default: the embedded tiny model)")
     g.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"])
+    g.add_argument("--load-format", default="safetensors", choices=["safetensors", "dummy"],
+                   help="dummy: random weights created on the device (benchmarks)")
     g.add_argument("--max-model-len", type=int, default=None)
     g.add_argument("--max-concurrency", type=int, default=16, help="decode slots")
     g.add_argument("--max-queue", type=int, default=256, help="waiting requests before 503")
@@ -42,6 +44,7 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
 def engine_config_from_args(a: argparse.Namespace) -> EngineConfig:
     return EngineConfig(
         dtype=a.dtype,
+        load_format=a.load_format,
         max_model_len=a.max_model_len,
         max_concurrency=a.max_concurrency,
         max_queue=a.max_queue,

@@ -2,7 +2,7 @@
 
 `hf_sources(cfg)` returns the model's parameter pytree with an `HFSource` at every leaf: which
 checkpoint tensor fills it and how. transformers' Linear weights are [out, in]; dgjax stores them
-input-major ([in, *out], e.g. q as [embed, heads, head_dim]), so those are transposed, then reshaped.
+input-major ([*in, *out], e.g. q as [embed, heads, head_dim]); `HFSource.layout` says how to get there.
 """
 
 from __future__ import annotations

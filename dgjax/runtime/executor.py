@@ -35,7 +35,7 @@ class Executor:
     """Owns the parameters, the device state and the compiled step executables."""
 
     def __init__(self, family, cfg, mesh, params, state: DeviceState, *, decode_buckets,
-                 prefill_buckets, max_pages_per_seq: int):
+                 prefill_buckets, max_pages_per_seq: int, aot_logprob_variants: bool = True):
         self.family = family
         self.cfg = cfg
         self.mesh = mesh
@@ -44,6 +44,7 @@ class Executor:
         self.decode_buckets = tuple(sorted(decode_buckets))
         self.prefill_buckets = tuple(sorted(prefill_buckets))
         self.max_pages_per_seq = max_pages_per_seq
+        self.aot_logprob_variants = aot_logprob_variants
         self.num_slots = state.last_tokens.shape[0] - 1
         self.pad_slot = self.num_slots
         self._replicated = NamedSharding(mesh, PartitionSpec())
@@ -77,13 +78,10 @@ class Executor:
         """Compile (or load from the persistent cache) every bucket; returns hit/miss counts."""
         hits0, misses0 = compile_cache.counts()
         p_abs, s_abs = _abstract(self.params), _abstract(self.state)
-        jobs = []
-        for width in self.decode_buckets:
-            for k in (0, MAX_TOP_LOGPROBS):
-                jobs.append(("decode", (width, k)))
-        for chunk in self.prefill_buckets:
-            for plp in (False, True):
-                jobs.append(("prefill", (chunk, plp)))
+        tops = (0, MAX_TOP_LOGPROBS) if self.aot_logprob_variants else (0,)
+        plps = (False, True) if self.aot_logprob_variants else (False,)
+        jobs = [("decode", (w, k)) for w in self.decode_buckets for k in tops]
+        jobs += [("prefill", (c, p)) for c in self.prefill_buckets for p in plps]
         jobs.append(("init_slot", None))
         for i, (kind, key) in enumerate(jobs):
             if progress:
@@ -155,14 +153,22 @@ class Executor:
         self.state = self._init_slot(self.state, np.int32(slot), prompt_mask_row)
 
     def decode(self, slot_ids, block_tables, active, st, want_top: bool):
-        exe = self._decode[(len(slot_ids), MAX_TOP_LOGPROBS if want_top else 0)]
+        key = (len(slot_ids), MAX_TOP_LOGPROBS if want_top else 0)
+        exe = self._decode.get(key)
+        if exe is None:
+            log.warning("cold compile while serving: decode %s was not compiled ahead of time", key)
+            exe = self._decode[key] = self._compile_decode(_abstract(self.params), _abstract(self.state), *key)
         self.state, res = exe(self.params, self.state, slot_ids, block_tables, active, st)
         _start_copy(res)
         return res
 
     def prefill(self, slot, tokens, next_tokens, start_pos, num_valid, block_table, is_last, st,
                 with_prompt_logprobs: bool):
-        exe = self._prefill[(len(tokens), with_prompt_logprobs)]
+        key = (len(tokens), with_prompt_logprobs)
+        exe = self._prefill.get(key)
+        if exe is None:
+            log.warning("cold compile while serving: prefill %s was not compiled ahead of time", key)
+            exe = self._prefill[key] = self._compile_prefill(_abstract(self.params), _abstract(self.state), *key)
         self.state, out = exe(
             self.params, self.state, np.int32(slot), tokens, next_tokens, np.int32(start_pos),
             np.int32(num_valid), block_table, np.bool_(is_last), st,

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from dgjax import sharding
 from dgjax.checkpoint.loader import load_params
 from dgjax.config import EngineConfig, ModelConfig
-from dgjax.models.params import resolve_dtype
+from dgjax.models.params import init_params, resolve_dtype
 from dgjax.models.batch import create_kv_cache, kv_bytes_per_page
 from dgjax.models.registry import get_family
 from dgjax.runtime.device_state import create_device_state
@@ -84,7 +84,13 @@ def load_model(model_dir: str, cfg: ModelConfig, ecfg: EngineConfig, max_model_l
     mesh = sharding.make_mesh(ecfg.tensor_parallel)
     rules = sharding.DEFAULT_RULES
     t0 = time.perf_counter()
-    params = load_params(model_dir, cfg, dtype, mesh, rules)
+    if ecfg.load_format == "dummy":
+        specs = family.param_specs(cfg, dtype)
+        params = init_params(specs, jax.random.key(ecfg.seed), mesh, rules)
+    elif ecfg.load_format == "safetensors":
+        params = load_params(model_dir, cfg, dtype, mesh, rules)
+    else:
+        raise ValueError(f"unknown load_format {ecfg.load_format!r} (safetensors | dummy)")
     jax.block_until_ready(params)
     nbytes = sum(x.nbytes for x in jax.tree.leaves(params))
     log.info("weights: %.1f MiB in %s loaded in %.2fs on %d device(s) (%s)",
@@ -100,5 +106,6 @@ def load_model(model_dir: str, cfg: ModelConfig, ecfg: EngineConfig, max_model_l
         decode_buckets=ecfg.used_decode_buckets(),
         prefill_buckets=ecfg.prefill_buckets,
         max_pages_per_seq=math.ceil(max_model_len / ecfg.page_size),
+        aot_logprob_variants=ecfg.aot_logprob_variants,
     )
     return LoadedModel(family, mesh, params, pool, executor, dtype)

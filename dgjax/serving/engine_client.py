@@ -31,20 +31,24 @@ class RequestGroup:
 
     def _callback(self, index: int):
         loop = asyncio.get_running_loop()
-        queue = self._queue
 
         def on_output(out: RequestOutput) -> None:  # engine thread: never block here
             try:
-                loop.call_soon_threadsafe(queue.put_nowait, (index, out))
+                loop.call_soon_threadsafe(self._arrived, index, out)
             except RuntimeError:  # the loop is closed: the server is gone, nobody listens
                 pass
 
         return on_output
 
+    def _arrived(self, index: int, out: RequestOutput) -> None:
+        """On the loop. Metrics are taken here, not by the reader, so that requests whose reader
+        is gone (client disconnected) still count, e.g. as finished_reason="abort"."""
+        self._timers[index].observe(out)
+        self._queue.put_nowait((index, out))
+
     async def __aiter__(self) -> AsyncIterator[tuple[int, RequestOutput]]:
         while len(self._finished) < len(self._submitted):
             index, out = await self._queue.get()
-            self._timers[index].observe(out)
             if out.finished:
                 self._finished.add(index)
             yield index, out
@@ -53,9 +57,6 @@ class RequestGroup:
         for i in self._submitted:
             if i not in self._finished:
                 self._client.engine.abort(self.request_ids[i])
-
-    async def aclose(self) -> None:
-        self.abort_unfinished()
 
 
 class AsyncEngineClient:

@@ -3,7 +3,6 @@ in a background thread, talked to over real HTTP; plus small helpers the test mo
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time

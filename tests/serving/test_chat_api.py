@@ -68,7 +68,10 @@ def test_streaming_and_non_streaming_agree(http, sampling):
     assert all(c["object"] == "chat.completion.chunk" and c["model"] == SERVED_NAME for c in chunks)
     assert all(c["usage"] is None for c in chunks[:-1])
     assert chunks[-1]["choices"] == []
-    assert chunks[-1]["usage"] == {k: v for k, v in full["usage"].items()}
+    counts = ("prompt_tokens", "completion_tokens", "total_tokens")
+    assert [chunks[-1]["usage"][k] for k in counts] == [full["usage"][k] for k in counts]
+    # the second, identical prompt was served from the prefix cache (whole pages of it)
+    assert chunks[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
 
 
 def test_different_seeds_sample_differently(http):
@@ -241,3 +244,13 @@ def test_served_name_and_model_dir_are_accepted(http, name):
     r = http.post("/v1/chat/completions", json=body)
     assert r.status_code == 200, r.text
     assert r.json()["model"] == SERVED_NAME
+
+
+def test_omitted_sampling_fields_use_generation_config_defaults(http):
+    with open(os.path.join(MODEL_DIR, "generation_config.json")) as f:
+        gen = json.load(f)
+    body = dict(max_tokens=24, ignore_eos=True, seed=4242)
+    implicit = chat(http, **body)["choices"][0]["message"]["content"]
+    explicit = chat(http, temperature=gen.get("temperature", 1.0), top_p=gen.get("top_p", 1.0),
+                    **body)["choices"][0]["message"]["content"]
+    assert implicit == explicit

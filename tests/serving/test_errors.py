@@ -3,11 +3,13 @@ serving normal requests afterwards."""
 
 from __future__ import annotations
 
+import threading
+
 import httpx
 import openai
 import pytest
 
-from serving_harness import MAX_BODY_BYTES, SERVED_NAME
+from serving_harness import MAX_BODY_BYTES, SERVED_NAME, sse_chunks
 
 USER = [{"role": "user", "content": "Hello there"}]
 LONG_TEXT = "word " * 700  # well over the 512-token context
@@ -198,3 +200,25 @@ def test_openai_sdk_sees_typed_errors(server):
     bad = openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         bad.models.list()
+
+
+def test_bad_requests_do_not_disturb_a_running_one(server, http):
+    good = {"model": SERVED_NAME, "messages": USER, "max_tokens": 120, "ignore_eos": True,
+            "temperature": 0}
+    reference = http.post("/v1/chat/completions", json=good).json()["choices"][0]["message"]
+    result: dict = {}
+
+    def run_good() -> None:
+        with server.client() as c:
+            result["response"] = c.post("/v1/chat/completions", json={**good, "stream": True})
+
+    t = threading.Thread(target=run_good)
+    t.start()
+    for fields, param in CHAT_CASES:
+        body = {k: v for k, v in {"model": SERVED_NAME, "messages": USER, **fields}.items()
+                if v is not None}
+        assert http.post("/v1/chat/completions", json=body).status_code == 400
+    t.join()
+    text = "".join(c["choices"][0]["delta"].get("content") or ""
+                   for c in sse_chunks(result["response"]) if c["choices"])
+    assert text == reference["content"]

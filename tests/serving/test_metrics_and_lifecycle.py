@@ -26,9 +26,9 @@ REQUIRED_NAMES = (
 
 @pytest.fixture(scope="module")
 def cold():
-    """A second server without prefix caching, one decode slot and a one-request queue."""
-    s = RunningServer(engine_config(enable_prefix_cache=False, max_concurrency=1, max_queue=1,
-                                    decode_buckets=(1,)), api_key=None)
+    """A second server without prefix caching and with a one-request queue (same buckets as the
+    main one, so its executables come from the compilation cache), without an API key."""
+    s = RunningServer(engine_config(enable_prefix_cache=False, max_queue=1), api_key=None)
     yield s
     s.stop()
 
@@ -92,11 +92,10 @@ def test_streaming_client_disconnect_frees_pages(server):
     body = {"model": SERVED_NAME, "messages": USER, "max_tokens": 480, "ignore_eos": True,
             "stream": True}
     with server.client() as c, c.stream("POST", "/v1/chat/completions", json=body) as r:
-        seen = 0
-        for line in r.iter_lines():
-            seen += line.startswith("data: ")
-            if seen >= 4:
-                break
+        lines = r.iter_lines()  # held open: dropping a half-read iterator closes the connection
+        events = 0
+        while events < 4:
+            events += next(lines).startswith("data: ")
         during = server.metrics()
         assert metric(during, "vllm:num_requests_running") == 1
         assert metric(during, "vllm:kv_cache_usage_perc") > idle_kv
@@ -173,7 +172,7 @@ def test_full_queue_answers_503_and_recovers(cold):
         with lock:
             results.append(r)
 
-    threads = [threading.Thread(target=one) for _ in range(5)]
+    threads = [threading.Thread(target=one) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:

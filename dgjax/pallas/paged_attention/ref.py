@@ -2,7 +2,7 @@
 
 Each row gathers its own pages through the block table into a dense [P * page_size] key sequence; key j
 of row b is visible to a query at position p iff j < context_lens[b], j <= p and (with a sliding window
-W) j > p - W. Softmax in float32; GQA by grouping query heads over their KV head.
+W) j > p - W. Scores and softmax in float32; GQA by grouping query heads over their KV head.
 """
 
 from __future__ import annotations
@@ -53,10 +53,10 @@ def paged_attention(
     b, t, h, d = q.shape
     _, ps, kvh, _ = k_pages.shape
     p = block_tables.shape[1]
-    k = k_pages[block_tables].reshape(b, p * ps, kvh, d).astype(jnp.float32)
-    v = v_pages[block_tables].reshape(b, p * ps, kvh, d).astype(jnp.float32)
-    qg = q.astype(jnp.float32).reshape(b, t, kvh, h // kvh, d)
-    s = jnp.einsum("btkgd,bskd->bkgts", qg, k) * scale
+    k = k_pages[block_tables].reshape(b, p * ps, kvh, d)
+    v = v_pages[block_tables].reshape(b, p * ps, kvh, d)
+    qg = q.astype(k.dtype).reshape(b, t, kvh, h // kvh, d)
+    s = jnp.einsum("btkgd,bskd->bkgts", qg, k, preferred_element_type=jnp.float32) * scale
 
     key_pos = jnp.arange(p * ps)[None, None, :]
     q_pos = positions[:, :, None]
@@ -71,6 +71,7 @@ def paged_attention(
     m = jnp.where(jnp.isfinite(m), m, 0.0)
     e = jnp.where(mask, jnp.exp(s - m), 0.0)
     denom = jnp.sum(e, axis=-1, keepdims=True)
-    probs = e / jnp.where(denom == 0.0, 1.0, denom)
-    out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
+    # Like transformers' eager attention: float32 softmax, probabilities cast to the value dtype.
+    probs = (e / jnp.where(denom == 0.0, 1.0, denom)).astype(v.dtype)
+    out = jnp.einsum("bkgts,bskd->btkgd", probs, v, preferred_element_type=jnp.float32)
     return out.reshape(b, t, h, d).astype(q.dtype)

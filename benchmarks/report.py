@@ -1,0 +1,146 @@
+"""The benchmark's outputs: a dated markdown file and a JSON of raw numbers per preset, and the short
+summary table printed last."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import re
+
+import jax
+
+GB = 1e9
+
+
+def machine_info() -> dict:
+    dev = jax.devices()[0]
+    try:
+        jaxlib = importlib.metadata.version("jaxlib")
+    except importlib.metadata.PackageNotFoundError:
+        jaxlib = "unknown"
+    return {
+        "device_kind": dev.device_kind,
+        "platform": dev.platform,
+        "num_devices": jax.device_count(),
+        "jax": jax.__version__,
+        "jaxlib": jaxlib,
+        "python": platform.python_version(),
+        "host_cpus": os.cpu_count(),
+    }
+
+
+def platform_slug(device_kind: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", device_kind.lower()).strip("-") or "unknown"
+
+
+def result_stem(out_dir: str, date: str, preset: str, slug: str) -> str:
+    """`<out>/<date>-<preset>-<slug>`, with -2, -3 ... appended rather than overwrite an earlier run."""
+    base = os.path.join(out_dir, f"{date}-{preset}-{slug}")
+    stem, n = base, 1
+    while os.path.exists(stem + ".md") or os.path.exists(stem + ".json"):
+        n += 1
+        stem = f"{base}-{n}"
+    return stem
+
+
+def write_result(result: dict, stem: str) -> None:
+    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
+    with open(stem + ".json", "w") as f:
+        json.dump(result, f, indent=1)
+    with open(stem + ".md", "w") as f:
+        f.write(render_markdown(result))
+
+
+def _f(x, digits: int = 2) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def render_markdown(r: dict) -> str:
+    m, c, model = r["machine"], r["ceiling"], r["model"]
+    lines = [
+        f"# {r['preset']} on {m['device_kind']} ({r['date']})",
+        "",
+        "```",
+        r["command"],
+        "```",
+        "",
+        f"- machine: {m['device_kind']} x{m['num_devices']} ({m['platform']}), jax {m['jax']}, "
+        f"jaxlib {m['jaxlib']}, Python {m['python']}, {m['host_cpus']} host CPUs",
+        f"- HBM read ceiling (this run, {c['read_bytes'] / GB:.2f} GB bf16 row sums, median of "
+        f"{len(c['read_samples_s'])} x {c['read_calls']} async calls): **{c['read_bytes_per_s'] / 1e12:.3f} TB/s**"
+        + (f"; again at the end of the run: {c['read_end_bytes_per_s'] / 1e12:.3f} TB/s"
+           if c.get("read_end_bytes_per_s") else ""),
+        f"- bf16 matmul ceiling (this run, {c['matmul_size']}³): {c['matmul_flops_per_s'] / 1e12:.1f} TFLOP/s",
+        f"- model: {model['architecture']}, {model['layers']} layers, hidden {model['hidden']}, "
+        f"{model['heads']}/{model['kv_heads']} heads x {model['head_dim']}, ffn {model['ffn']}, "
+        f"vocab {model['vocab']}; weights {model['param_bytes'] / GB:.2f} GB {model['dtype']} (random, "
+        f"created on the device); KV {model['kv_bytes_per_token'] / 1024:.1f} KiB per token",
+    ]
+    for i, e in enumerate(r["engines"]):
+        lines.append(
+            f"- engine {i + 1}: max_model_len {e['max_model_len']}, page size {e['page_size']}, "
+            f"{e['num_pages']} pages, decode buckets {e['decode_buckets']}, prefill chunk {e['prefill_chunk']}, "
+            f"prefix cache off; load + compile {e['startup_s']:.1f} s ({e['compile_summary']}); "
+            f"serves decode {e['decode_cases']} and prefill {e['prefill_cases']}"
+        )
+    lines += ["", "## Decode (steady window: every stream decoding, no prefill in flight)", ""]
+    lines += [
+        "| context | streams | ms/step | tok/s per stream | tok/s total | mean context | GB/step needed "
+        "(weights + KV) | TB/s | of ceiling | roofline ms | device ms/step | device of ceiling | "
+        "device-idle share | ref attention gathers GB/step | dispatch ms/tick |",
+        "|" + "---|" * 15,
+    ]
+    for d in r["decode"]:
+        lines.append(
+            f"| {d['context']} | {d['concurrency']} | {_f(d['ms_per_step'])} | {_f(d['tok_s_per_stream'], 1)} | "
+            f"{_f(d['tok_s_aggregate'], 1)} | {_f(d['mean_context'], 0)} | "
+            f"{d['bytes_per_step'] / GB:.2f} ({d['weight_bytes'] / GB:.2f} + {d['kv_bytes'] / GB:.2f}) | "
+            f"{d['bytes_per_s'] / 1e12:.3f} | {_pct(d['frac_ceiling'])} | {_f(d['roofline_ms'])} | "
+            f"{_f(d['device_ms_per_step'])} | {_pct(d['device_frac_ceiling'])} | {_pct(d['idle_share'])} | "
+            f"{d['ref_gather_bytes'] / GB:.2f} | {_f(d['dispatch_ms_per_tick'])} |"
+        )
+    lines += ["", "## Cold prefill (one request, prefix cache off, time to first token)", ""]
+    lines += [
+        "| prompt tokens | chunks | TTFT s | prompt tok/s | ms/chunk | useful TFLOP | TFLOP/s | of matmul ceiling |",
+        "|" + "---|" * 8,
+    ]
+    for p in r["prefill"]:
+        lines.append(
+            f"| {p['prompt_tokens']} | {p['chunks']} | {_f(p['ttft_s'], 3)} | {_f(p['tok_s'], 0)} | "
+            f"{_f(p['ms_per_chunk'], 1)} | {_f(p['flops'] / 1e12, 2)} | {_f(p['flops_per_s'] / 1e12, 1)} | "
+            f"{_pct(p['frac_matmul'])} |"
+        )
+    lines += ["", "## How to read this", ""]
+    lines += [f"- {n}" for n in r["notes"]]
+    lines += ["", "## Phases (wall seconds)", ""]
+    lines += [f"- {k}: {v:.1f}" for k, v in r["timings"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def summary_table(results: list[dict]) -> str:
+    """A compact text table of every preset's numbers (printed last, where the reply keeps it)."""
+    out = []
+    for r in results:
+        c = r["ceiling"]
+        out.append(f"{r['preset']} on {r['machine']['device_kind']}: read ceiling "
+                   f"{c['read_bytes_per_s'] / 1e12:.3f} TB/s, matmul {c['matmul_flops_per_s'] / 1e12:.0f} TFLOP/s")
+        out.append(f"{'ctx':>6} {'C':>3} {'ms/step':>8} {'tok/s/str':>9} {'tok/s':>8} {'GB/step':>8} "
+                   f"{'%ceil':>6} {'dev ms':>7} {'%idle':>6}")
+        for d in r["decode"]:
+            out.append(
+                f"{d['context']:>6} {d['concurrency']:>3} {d['ms_per_step']:>8.2f} {d['tok_s_per_stream']:>9.1f} "
+                f"{d['tok_s_aggregate']:>8.1f} {d['bytes_per_step'] / GB:>8.2f} {100 * d['frac_ceiling']:>5.1f}% "
+                f"{_f(d['device_ms_per_step']):>7} {_pct(d['idle_share']):>6}"
+            )
+        out.append(f"{'prompt':>6} {'TTFT s':>8} {'tok/s':>9} {'TFLOP/s':>8} {'%mm':>6}")
+        for p in r["prefill"]:
+            out.append(f"{p['prompt_tokens']:>6} {p['ttft_s']:>8.3f} {p['tok_s']:>9.0f} "
+                       f"{p['flops_per_s'] / 1e12:>8.1f} {100 * p['frac_matmul']:>5.1f}%")
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,70 @@
+"""The GPU benchmark harness, end to end on the CPU with the `tiny` preset: it runs through the real
+engine, writes the dated markdown and the JSON, and every number in them is positive and finite."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from benchmarks.engine_runs import decode_max_tokens
+from benchmarks.presets import PRESETS
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONTEXTS, CONCURRENCY, PREFILL, DECODE_TOKENS, CHUNK = [32, 64], [1, 2], [64], 8, 32
+
+
+def positive(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def test_tiny_preset_writes_markdown_and_json_with_finite_numbers(tmp_path):
+    args = [
+        sys.executable, "-m", "benchmarks.decode_bench", "--preset", "tiny",
+        "--contexts", ",".join(map(str, CONTEXTS)), "--concurrency", ",".join(map(str, CONCURRENCY)),
+        "--prefill", ",".join(map(str, PREFILL)), "--decode-tokens", str(DECODE_TOKENS),
+        "--prefill-chunk", str(CHUNK), "--replay-calls", "3", "--replay-repeats", "3",
+        "--out", str(tmp_path),
+    ]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    stem = tmp_path / f"{datetime.date.today().isoformat()}-tiny-cpu"
+    md, raw = stem.with_suffix(".md").read_text(), json.loads(stem.with_suffix(".json").read_text())
+    assert raw["machine"]["jax"] == jax.__version__ and "--preset tiny" in raw["command"]
+    assert raw["command"] in md and jax.__version__ in md
+    assert positive(raw["ceiling"]["read_bytes_per_s"]) and positive(raw["ceiling"]["read_end_bytes_per_s"])
+    assert positive(raw["ceiling"]["matmul_flops_per_s"])
+
+    cases = sorted((d["context"], d["concurrency"]) for d in raw["decode"])
+    assert cases == sorted((c, n) for c in CONTEXTS for n in CONCURRENCY)
+    kv_per_token = 2 * 2 * PRESETS["tiny"]["num_hidden_layers"] * PRESETS["tiny"]["num_key_value_heads"] \
+        * PRESETS["tiny"]["head_dim"]
+    for d in raw["decode"]:
+        for key in ("ms_per_step", "tok_s_per_stream", "tok_s_aggregate", "bytes_per_step", "bytes_per_s",
+                    "frac_ceiling", "roofline_ms", "device_ms_per_step", "device_frac_ceiling", "mean_context"):
+            assert positive(d[key]), (key, d)
+        assert math.isfinite(d["idle_share"]) and d["idle_share"] < 1
+        assert d["max_tokens"] == decode_max_tokens(d["context"], d["concurrency"], DECODE_TOKENS, CHUNK)
+        # every stream decoded together for at least the requested ticks, past the prompt
+        assert sorted(d["window_tokens"])[len(d["window_tokens"]) // 2] >= DECODE_TOKENS
+        assert d["context"] < d["mean_context"] < d["context"] + d["max_tokens"]
+        assert d["kv_bytes"] == pytest.approx(kv_per_token * d["mean_context"] * d["concurrency"])
+        assert d["tok_s_aggregate"] == pytest.approx(d["tok_s_per_stream"] * d["concurrency"])
+        assert d["bytes_per_s"] == pytest.approx(d["bytes_per_step"] / (d["ms_per_step"] / 1e3))
+        assert d["frac_ceiling"] == pytest.approx(d["bytes_per_s"] / raw["ceiling"]["read_bytes_per_s"])
+
+    (p,) = raw["prefill"]
+    assert p["prompt_tokens"] == PREFILL[0] and p["chunks"] == math.ceil(PREFILL[0] / CHUNK)
+    for key in ("ttft_s", "tok_s", "ms_per_chunk", "flops", "flops_per_s", "frac_matmul"):
+        assert positive(p[key]), (key, p)
+    assert "## Decode" in md and "## Cold prefill" in md
+    tail = proc.stdout[proc.stdout.rindex("read ceiling at the end"):]  # the table comes last
+    assert "ms/step" in tail and "TTFT" in tail
