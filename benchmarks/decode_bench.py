@@ -42,9 +42,10 @@ NOTES = [
     "path IS the current path and no separate reference row exists.",
     "Decode: C streams with random prompts of `context` tokens, greedy, ignore_eos, fixed max_tokens, all "
     "submitted at once. Timestamps are the engine's output callbacks. The steady window runs from the "
-    "last stream's first token (all prefills done) to the first stream's last token; ms/step is that "
-    "window over the ticks in it (median stream), tok/s total is all tokens in it over its length. "
-    "Prefill time is excluded.",
+    "last stream's first token (all prefills done) to the first stream's last token; ms/step is the "
+    "median over streams of each stream's token interval inside it, tok/s total = streams / (ms/step). "
+    "Prefill time is excluded; 'dispatch ms/tick' is the median interval between the engine's decode "
+    "dispatches in the same window, a cross-check.",
     "GB/step needed = every weight once (the embedding table only for the looked-up rows) + the K/V of "
     "every stream up to its context (mean over the window). TB/s = that over ms/step; 'of ceiling' = "
     "TB/s over the read ceiling measured at the start of this run; roofline ms = GB/step over the ceiling.",
@@ -53,16 +54,19 @@ NOTES = [
     "(async calls + one sync). device-idle share = 1 - device ms/step / engine ms/step: the host's part "
     "of a tick (scheduling, input transfers, result read-back, detokenization) that the device waits on.",
     "The reference paged attention gathers every row's whole block table (max_model_len keys, padded "
-    "rows included) whatever the context: 'ref attention gathers' is that K/V volume per step. It is "
-    "read once and materialized, so it dominates wide decode steps and makes the short- and long-context "
-    "rows cost about the same; the prefill chunk's attention likewise spans the whole block table.",
+    "rows included) whatever the context: 'ref attention gathers' is that K/V volume per step, copied "
+    "out of the pages and read again, so it dominates wide decode steps and makes the short- and "
+    "long-context rows cost about the same; the prefill chunk's attention likewise spans the whole "
+    "block table ([heads, chunk, max_model_len] float32 scores per layer).",
     "Prefill: one request at a time, fresh random ids, prefix cache off, max_tokens 1; TTFT from submit "
     "to the first output callback. A prompt runs as ceil(len / chunk) chunks of the one compiled chunk "
     "size (a shorter prompt is padded to the chunk). Useful TFLOP counts projections, MLP, causal "
     "attention and one lm_head row; 'of matmul ceiling' compares with the bf16 matmul rate measured here.",
     "The tokenizer is tiny-chat's (2048 ids); generated ids beyond it decode to empty text (the "
-    "`tokenizers` library skips unknown ids), so the detokenizer never emits text and re-decodes the "
-    "stream's generated ids each tick: a few microseconds per stream per tick on the host.",
+    "`tokenizers` library skips unknown ids), so the detokenizer never emits text and, its window never "
+    "advancing, re-decodes all of a stream's generated ids each tick: host time that grows with the "
+    "output (about 13 µs per stream per tick at 256 tokens on the 2-core dev CPU): host work of every "
+    "tick, hidden while the host stays ahead of the device.",
 ]
 
 
@@ -108,6 +112,11 @@ class Progress:
         print(f"[{time.perf_counter() - self.t0:7.1f}s] {msg}", flush=True)
 
 
+def device_bytes_in_use() -> int | None:
+    stats = jax.devices()[0].memory_stats() if hasattr(jax.devices()[0], "memory_stats") else None
+    return (stats or {}).get("bytes_in_use")
+
+
 def model_facts(cfg: ModelConfig, hf: dict, dtype) -> dict:
     return {
         "architecture": cfg.architecture, "layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size,
@@ -134,6 +143,7 @@ def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, c
     row = {
         "context": context, "concurrency": concurrency, "max_tokens": max_tokens,
         "window_s": window.seconds, "window_tokens": window.tokens, "mean_context": window.mean_context,
+        "stream_ms_per_step": [1e3 * x for x in window.step_s],
         "ms_per_step": ms, "tok_s_per_stream": window.per_stream_tok_s, "tok_s_aggregate": window.aggregate_tok_s,
         "dispatch_ms_per_tick": dispatch_ms,
         "weight_bytes": weights, "kv_bytes": kv, "bytes_per_step": step_bytes,
@@ -178,7 +188,7 @@ def run_preset(preset: str, args, base: dict, log: Progress) -> tuple[dict, str]
         ceiling = base["ceiling"]["read_bytes_per_s"]
         matmul = base["ceiling"]["matmul_flops_per_s"]
         result = dict(base, preset=preset, model=model_facts(cfg, PRESETS[preset], dtype),
-                      engines=[], decode=[], prefill=[], notes=NOTES, timings=dict(base["timings"]))
+                      engines=[], decode=[], prefill=[], errors=[], notes=NOTES, timings=dict(base["timings"]))
         stem = report.result_stem(args.out, result["date"], preset, report.platform_slug(base["machine"]["device_kind"]))
         plans = plan_engines(
             args.contexts, args.concurrency, args.prefill, decode_tokens=args.decode_tokens,
@@ -209,10 +219,15 @@ def run_preset(preset: str, args, base: dict, log: Progress) -> tuple[dict, str]
                 for prompt_tokens in plan.prefill_cases:
                     result["prefill"].append(prefill_row(be, cfg, args, matmul, prompt_tokens, rng, log))
                     report.write_result(result, stem)
+            except Exception as e:  # keep what was measured; the other presets still run
+                log(f"{preset}: engine {i + 1} FAILED: {e!r}; skipping its remaining cases")
+                result["errors"].append(f"engine {i + 1}: {e!r}")
+                report.write_result(result, stem)
             finally:
                 be.close()
                 del be
                 gc.collect()
+                log(f"{preset}: engine {i + 1} closed; device bytes in use: {device_bytes_in_use()}")
     result["decode"].sort(key=lambda d: (d["context"], d["concurrency"]))
     result["prefill"].sort(key=lambda p: p["prompt_tokens"])
     result["timings"][f"{preset} total"] = time.perf_counter() - t_preset
@@ -257,4 +272,4 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(1 if any(r["errors"] for r in main()) else 0)

@@ -138,7 +138,10 @@ class BenchEngine:
         self._ids = 0
 
     def close(self) -> None:
+        """Stop the engine and drop every reference to its device arrays (the recorder's wrapper
+        would otherwise keep the executor in a reference cycle until the next garbage collection)."""
         self.engine.shutdown()
+        del self.recorder.executor.decode
         self.recorder = None
         self.engine = None
 
@@ -153,8 +156,12 @@ class BenchEngine:
     def _wait(self, traces: list[StreamTrace], max_tokens: int, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         for t in traces:
-            if not t.done.wait(max(deadline - time.monotonic(), 0.0)):
-                raise TimeoutError(f"requests did not finish within {timeout_s:.0f} s")
+            while not t.done.wait(1.0):
+                thread = getattr(self.engine, "_thread", None)
+                if thread is not None and not thread.is_alive():
+                    raise RuntimeError("the engine loop died (its log above says why)")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"requests did not finish within {timeout_s:.0f} s")
         for t in traces:
             if t.error or t.finish_reason != FinishReason.LENGTH or t.num_tokens != max_tokens:
                 raise RuntimeError(

@@ -20,8 +20,10 @@ def machine_info() -> dict:
         jaxlib = importlib.metadata.version("jaxlib")
     except importlib.metadata.PackageNotFoundError:
         jaxlib = "unknown"
+    stats = dev.memory_stats() if hasattr(dev, "memory_stats") else None
     return {
         "device_kind": dev.device_kind,
+        "device_memory_bytes": (stats or {}).get("bytes_limit"),
         "platform": dev.platform,
         "num_devices": jax.device_count(),
         "jax": jax.__version__,
@@ -116,6 +118,9 @@ def render_markdown(r: dict) -> str:
             f"{_f(p['ms_per_chunk'], 1)} | {_f(p['flops'] / 1e12, 2)} | {_f(p['flops_per_s'] / 1e12, 1)} | "
             f"{_pct(p['frac_matmul'])} |"
         )
+    if r.get("errors"):
+        lines += ["", "## Errors (the cases after these did not run)", ""]
+        lines += [f"- `{e}`" for e in r["errors"]]
     lines += ["", "## How to read this", ""]
     lines += [f"- {n}" for n in r["notes"]]
     lines += ["", "## Phases (wall seconds)", ""]
@@ -129,7 +134,7 @@ def summary_table(results: list[dict]) -> str:
     for r in results:
         c = r["ceiling"]
         out.append(f"{r['preset']} on {r['machine']['device_kind']}: read ceiling "
-                   f"{c['read_bytes_per_s'] / 1e12:.3f} TB/s, matmul {c['matmul_flops_per_s'] / 1e12:.0f} TFLOP/s")
+                   f"{c['read_bytes_per_s'] / 1e12:.3f} TB/s, matmul {c['matmul_flops_per_s'] / 1e12:.1f} TFLOP/s")
         out.append(f"{'ctx':>6} {'C':>3} {'ms/step':>8} {'tok/s/str':>9} {'tok/s':>8} {'GB/step':>8} "
                    f"{'%ceil':>6} {'dev ms':>7} {'%idle':>6}")
         for d in r["decode"]:
@@ -142,5 +147,6 @@ def summary_table(results: list[dict]) -> str:
         for p in r["prefill"]:
             out.append(f"{p['prompt_tokens']:>6} {p['ttft_s']:>8.3f} {p['tok_s']:>9.0f} "
                        f"{p['flops_per_s'] / 1e12:>8.1f} {100 * p['frac_matmul']:>5.1f}%")
+        out += [f"ERROR {e}" for e in r.get("errors", [])]
         out.append("")
     return "\n".join(out)

@@ -50,7 +50,8 @@ class StreamTrace:
 class SteadyWindow:
     start: float  # the last stream's first token
     end: float  # the first stream's last token
-    tokens: list[int]  # per stream: outputs inside (start, end]
+    tokens: list[int]  # per stream: outputs inside [start, end]
+    step_s: list[float]  # per stream: time between its first and last output inside, per interval
     mean_context: float  # mean over those outputs of the KV length the producing step attended to
 
     @property
@@ -59,16 +60,18 @@ class SteadyWindow:
 
     @property
     def ms_per_step(self) -> float:
-        """Wall time of one decode tick, from the stream with the median token count in the window."""
-        return 1e3 * self.seconds / statistics.median(self.tokens)
-
-    @property
-    def aggregate_tok_s(self) -> float:
-        return sum(self.tokens) / self.seconds
+        """One decode tick: the median over streams of each stream's own token interval (each stream
+        is stamped at a fixed place in the tick's result loop, so its intervals are whole ticks)."""
+        return 1e3 * statistics.median(self.step_s)
 
     @property
     def per_stream_tok_s(self) -> float:
-        return self.aggregate_tok_s / len(self.tokens)
+        return 1e3 / self.ms_per_step
+
+    @property
+    def aggregate_tok_s(self) -> float:
+        """Every stream gets one token per tick inside the window."""
+        return len(self.tokens) * self.per_stream_tok_s
 
 
 def steady_window(traces: list[StreamTrace], prompt_len: int) -> SteadyWindow:
@@ -81,14 +84,15 @@ def steady_window(traces: list[StreamTrace], prompt_len: int) -> SteadyWindow:
         raise ValueError("every stream needs at least two outputs to time its decode")
     start = max(t.times[0] for t in traces)
     end = min(t.times[-1] for t in traces)
-    tokens, contexts = [], []
+    tokens, steps, contexts = [], [], []
     for t in traces:
-        inside = [c for when, c in zip(t.times, t.counts) if start < when <= end]
+        inside = [(when, c) for when, c in zip(t.times, t.counts) if start <= when <= end]
+        if len(inside) < 3:
+            raise ValueError(
+                "no steady decode window: the first stream finished before the last one started "
+                "(raise the number of decode tokens)"
+            )
         tokens.append(len(inside))
-        contexts += [prompt_len + c - 1 for c in inside]
-    if end <= start or min(tokens) == 0:
-        raise ValueError(
-            "no steady decode window: the first stream finished before the last one started "
-            "(raise the number of decode tokens)"
-        )
-    return SteadyWindow(start, end, tokens, sum(contexts) / len(contexts))
+        steps.append((inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1]))
+        contexts += [prompt_len + c - 1 for _, c in inside]
+    return SteadyWindow(start, end, tokens, steps, sum(contexts) / len(contexts))

@@ -1,44 +1,64 @@
 """Command-line flags for the engine, shared by `dgjax.serve` and `dgjax.warmup`.
 
-Warmup must compile exactly what serve will run, so both build their EngineConfig here.
+Warmup must compile exactly what serve will run, so both build their EngineConfig here. Flag aliases
+follow vLLM's names where users already know them (--max-num-seqs, --tensor-parallel-size).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 
-from dgjax.config import DEFAULT_DECODE_BUCKETS, DEFAULT_PREFILL_BUCKETS, EngineConfig
+from dgjax.config import EngineConfig
+
+_SIZE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+               "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
 
 
-def _int_list(text: str) -> tuple[int, ...]:
+def parse_size(text: str) -> int:
+    """Bytes from '123', '4G', '4GB', '4GiB', '512mib' (decimal and binary suffixes)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?)?b?\s*", text.lower())
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2) or ""])
+
+
+def _int_tuple(text: str) -> tuple[int, ...]:
     try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers: {text!r}") from None
+    if not values or values[0] < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers: {text!r}")
     return values
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("engine")
-    g.add_argument("--model", default=None, help="HF model folder (default: the embedded tiny model)")
-    g.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"])
-    g.add_argument("--load-format", default="safetensors", choices=["safetensors", "dummy"],
+    d = EngineConfig()  # engine defaults live in one place
+    e = p.add_argument_group("engine")
+    e.add_argument("--model", default=None, help="HF model folder (default: checkpoints/tiny-chat)")
+    e.add_argument("--dtype", default=d.dtype, choices=["auto", "bfloat16", "float32"])
+    e.add_argument("--load-format", default=d.load_format, choices=["safetensors", "dummy"],
                    help="dummy: random weights created on the device (benchmarks)")
-    g.add_argument("--max-model-len", type=int, default=None)
-    g.add_argument("--max-concurrency", type=int, default=16, help="decode slots")
-    g.add_argument("--max-queue", type=int, default=256, help="waiting requests before 503")
-    g.add_argument("--page-size", type=int, default=16)
-    g.add_argument("--num-pages", type=int, default=None, help="KV pool pages (default: from memory)")
-    g.add_argument("--kv-memory-gib", type=float, default=None, help="KV pool budget in GiB")
-    g.add_argument("--decode-buckets", type=_int_list, default=DEFAULT_DECODE_BUCKETS)
-    g.add_argument("--prefill-buckets", type=_int_list, default=DEFAULT_PREFILL_BUCKETS)
-    g.add_argument("--no-prefix-cache", action="store_true")
-    g.add_argument("--compilation-cache-dir", default=None,
+    e.add_argument("--max-model-len", type=int, default=None)
+    e.add_argument("--max-concurrency", "--max-num-seqs", type=int, default=d.max_concurrency,
+                   help="requests decoded at once (decode slots)")
+    e.add_argument("--max-queue", type=int, default=d.max_queue,
+                   help="waiting requests beyond which new ones get 503")
+    e.add_argument("--page-size", type=int, default=d.page_size, help="tokens per KV-cache page")
+    e.add_argument("--num-pages", type=int, default=None, help="KV-cache pages (overrides --kv-memory)")
+    e.add_argument("--kv-memory", type=parse_size, default=None,
+                   help="bytes for the KV cache, e.g. 8GiB (default: what the device has left)")
+    e.add_argument("--decode-buckets", type=_int_tuple, default=d.decode_buckets, help="e.g. 1,2,4,8,16")
+    e.add_argument("--prefill-buckets", type=_int_tuple, default=d.prefill_buckets,
+                   help="e.g. 16,64,256,1024")
+    e.add_argument("--no-prefix-cache", "--no-enable-prefix-caching", dest="prefix_cache",
+                   action="store_false", help="disable prefix caching")
+    e.add_argument("--tensor-parallel", "--tensor-parallel-size", "-tp", type=int,
+                   default=d.tensor_parallel)
+    e.add_argument("--compilation-cache-dir", default=None,
                    help="JAX persistent compilation cache (default: $DGJAX_CACHE_DIR or ~/.cache/dgjax/xla)")
-    g.add_argument("--tensor-parallel", type=int, default=1)
-    g.add_argument("--seed", type=int, default=0)
+    e.add_argument("--seed", type=int, default=d.seed, help="engine seed for requests without one")
 
 
 def engine_config_from_args(a: argparse.Namespace) -> EngineConfig:
@@ -50,10 +70,10 @@ def engine_config_from_args(a: argparse.Namespace) -> EngineConfig:
         max_queue=a.max_queue,
         page_size=a.page_size,
         num_pages=a.num_pages,
-        kv_memory_bytes=None if a.kv_memory_gib is None else int(a.kv_memory_gib * 2**30),
+        kv_memory_bytes=a.kv_memory,
         decode_buckets=a.decode_buckets,
         prefill_buckets=a.prefill_buckets,
-        enable_prefix_cache=not a.no_prefix_cache,
+        enable_prefix_cache=a.prefix_cache,
         compilation_cache_dir=a.compilation_cache_dir,
         tensor_parallel=a.tensor_parallel,
         seed=a.seed,

@@ -8,51 +8,20 @@ without cold-compile stalls. SIGINT/SIGTERM: new requests get 503, running ones 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
-import re
 import sys
 
 import uvicorn
 
-from dgjax.config import EngineConfig
+from dgjax.engine_args import add_engine_args, engine_config_from_args, parse_size
+from dgjax.paths import default_model_dir
 
 logger = logging.getLogger("dgjax.serve")
-
-DEFAULT_MODEL_SUBDIR = os.path.join("checkpoints", "tiny-chat")
-
-
-def default_model_dir() -> str:
-    """checkpoints/tiny-chat next to the directory that holds the dgjax package (the repo root)."""
-    import dgjax
-
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(dgjax.__file__)))
-    return os.path.join(package_parent, DEFAULT_MODEL_SUBDIR)
-
-
-_SIZE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
-               "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
-
-
-def parse_size(text: str) -> int:
-    """Bytes from '123', '4G', '4GB', '4GiB', '512mib' (decimal and binary suffixes)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?)?b?\s*", text.lower())
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2) or ""])
-
-
-def _int_tuple(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers: {text!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m dgjax.serve", description=__doc__.splitlines()[0])
-    p.add_argument("--model", default=None, help="HF model folder (default: checkpoints/tiny-chat)")
     p.add_argument("--served-model-name", default=None,
                    help="name clients put in 'model' (default: the folder's name)")
     p.add_argument("--host", default="0.0.0.0")
@@ -65,40 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds running requests may finish after SIGTERM before being aborted")
     p.add_argument("--log-level", default="info",
                    choices=["critical", "error", "warning", "info", "debug"])
-    e = p.add_argument_group("engine")
-    e.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"])
-    e.add_argument("--max-model-len", type=int, default=None)
-    e.add_argument("--max-concurrency", "--max-num-seqs", type=int, default=16,
-                   help="requests decoded at once (decode slots)")
-    e.add_argument("--max-queue", type=int, default=256,
-                   help="waiting requests beyond which new ones get 503")
-    e.add_argument("--page-size", type=int, default=16, help="tokens per KV-cache page")
-    e.add_argument("--num-pages", type=int, default=None, help="KV-cache pages (overrides --kv-memory)")
-    e.add_argument("--kv-memory", type=parse_size, default=None,
-                   help="bytes for the KV cache, e.g. 8GiB (default: per platform)")
-    e.add_argument("--decode-buckets", type=_int_tuple, default=None, help="e.g. 1,2,4,8,16")
-    e.add_argument("--prefill-buckets", type=_int_tuple, default=None, help="e.g. 16,64,256,1024")
-    e.add_argument("--no-prefix-cache", "--no-enable-prefix-caching", dest="prefix_cache",
-                   action="store_false", help="disable prefix caching")
-    e.add_argument("--tensor-parallel", "--tensor-parallel-size", "-tp", type=int, default=1)
-    e.add_argument("--compilation-cache-dir", default=None)
-    e.add_argument("--seed", type=int, default=0, help="engine seed for requests without one")
+    add_engine_args(p)
     return p
-
-
-def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
-    fields = {f.name for f in dataclasses.fields(EngineConfig)}
-    values = dict(dtype=args.dtype, max_model_len=args.max_model_len,
-                  max_concurrency=args.max_concurrency, max_queue=args.max_queue,
-                  page_size=args.page_size, num_pages=args.num_pages,
-                  kv_memory_bytes=args.kv_memory, enable_prefix_cache=args.prefix_cache,
-                  tensor_parallel=args.tensor_parallel,
-                  compilation_cache_dir=args.compilation_cache_dir, seed=args.seed)
-    if args.decode_buckets:
-        values["decode_buckets"] = args.decode_buckets
-    if args.prefill_buckets:
-        values["prefill_buckets"] = args.prefill_buckets
-    return EngineConfig(**{k: v for k, v in values.items() if k in fields})
 
 
 class _Server(uvicorn.Server):
@@ -117,7 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    model_dir = args.model or default_model_dir()
+    try:
+        model_dir = args.model or default_model_dir()
+    except FileNotFoundError as e:
+        logger.error("%s", e)
+        return 2
     if not os.path.isfile(os.path.join(model_dir, "config.json")):
         logger.error("no model at %s (expected an HF folder with config.json)", model_dir)
         return 2

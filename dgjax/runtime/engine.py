@@ -61,6 +61,7 @@ class Engine:
         self._inbox: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._crashed: BaseException | None = None
         self._lock = threading.Lock()
         self._rng = np.random.default_rng(self.config.seed)
         self._inflight: list[_Inflight] = []
@@ -85,7 +86,7 @@ class Engine:
         ex = self._loaded.executor
         self.compile_summary = ex.compile_all(progress)
         self.scheduler = Scheduler(
-            self._loaded.pool, ex.num_slots, self.config.max_queue, self.max_model_len,
+            self._loaded.pool, ex.num_slots, self.max_model_len,
             ex.prefill_chunk_size,
         )
 
@@ -95,6 +96,10 @@ class Engine:
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name="dgjax-engine", daemon=True)
             self._thread.start()
+
+    def is_healthy(self) -> bool:
+        """True while the step loop runs (what /health reports)."""
+        return self._thread is not None and self._thread.is_alive() and self._crashed is None
 
     def shutdown(self) -> None:
         self._stop.set()
@@ -122,6 +127,8 @@ class Engine:
             raise ValueError(f"logit_bias has more than {MAX_LOGIT_BIAS} entries")
         room = self.max_model_len - n
         max_new = room if p.max_tokens is None else min(p.max_tokens, room)
+        if not self.is_healthy():
+            raise RuntimeError("the engine is not running")
         with self._lock:
             seed = int(self._rng.integers(0, 2**31 - 1)) if p.seed is None else p.seed
             queued = self._inbox.qsize() + (len(self.scheduler.waiting) if self._loaded else 0)
@@ -151,7 +158,8 @@ class Engine:
                 busy = bool(self._inflight) or self.scheduler.by_id
                 self._drain_inbox(block=not busy)
                 self._iteration()
-        except Exception:  # the loop must never die silently: fail every request, then re-raise
+        except Exception as e:  # the loop must never die silently: fail every request, then re-raise
+            self._crashed = e
             log.exception("engine loop crashed")
             for seq in list(self.scheduler.by_id.values()):
                 self._emit_final(seq, FinishReason.ABORT, error="engine failure")
@@ -168,10 +176,7 @@ class Engine:
         while True:
             kind, payload = item
             if kind == "add":
-                try:
-                    self.scheduler.add(payload)
-                except QueueFullError as e:
-                    self._emit_final(payload, FinishReason.ABORT, error=str(e))
+                self.scheduler.add(payload)
             elif kind == "abort":
                 seq = self.scheduler.by_id.get(payload)
                 if seq is not None:

@@ -74,10 +74,9 @@ class QueueFullError(RuntimeError):
 
 
 class Scheduler:
-    def __init__(self, pool: PagePool, num_slots: int, max_queue: int, max_model_len: int,
+    def __init__(self, pool: PagePool, num_slots: int, max_model_len: int,
                  chunk_for: Callable[[int], int]):
         self.pool = pool
-        self.max_queue = max_queue
         self.max_model_len = max_model_len
         self._chunk_for = chunk_for
         self.waiting: collections.deque[Sequence] = collections.deque()
@@ -92,8 +91,7 @@ class Scheduler:
         return len(self.by_id) - len(self.waiting)
 
     def add(self, seq: Sequence) -> None:
-        if len(self.waiting) >= self.max_queue:
-            raise QueueFullError(f"{len(self.waiting)} requests are already waiting")
+        """Queue a sequence; the queue bound is enforced by `Engine.submit`, where the caller sees it."""
         self.by_id[seq.request_id] = seq
         self.waiting.append(seq)
 

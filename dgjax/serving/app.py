@@ -115,6 +115,8 @@ class DgjaxServer:
     async def health(self, request: Request) -> Response:
         if self.client.shutting_down:
             raise APIError(503, "The server is shutting down.", code="shutting_down")
+        if not self.engine.is_healthy():
+            raise APIError(503, "The engine loop is not running.", code="engine_dead")
         return JSONResponse({"status": "ok"})
 
     async def metrics_endpoint(self, request: Request) -> Response:

@@ -116,9 +116,6 @@ async def collect(ctx: ServerContext, group, num: int) -> list[ChoiceResult]:
 
 
 def engine_error(message: str, num_generated: int) -> APIError:
-    """An engine-side failure. Refused before producing a token (its queue filled up between
-    `submit` and admission) is overload, 503; failing midway is a 500."""
-    if num_generated == 0:
-        return APIError(503, f"The server is overloaded, retry later ({message}).",
-                        code="overloaded")
-    return APIError(500, f"Generation failed: {message}", code="engine_error")
+    """An engine-side failure (the step loop crashed): a 500. Overload is refused in `submit`."""
+    return APIError(500, f"Generation failed after {num_generated} tokens: {message}",
+                    code="engine_error")

@@ -81,6 +81,9 @@ class AsyncEngineClient:
             except ValueError as e:
                 group.abort_unfinished()
                 raise bad_request(str(e), prompt_params[i], "invalid_prompt") from None
+            except RuntimeError as e:  # the engine loop is not running
+                group.abort_unfinished()
+                raise APIError(503, f"The engine is unavailable: {e}", code="engine_unavailable") from None
             group._timers[i].start(arrival, len(req.prompt_token_ids))
             group._submitted.append(i)
         return group

@@ -48,7 +48,7 @@ def check_value(value: Any, kind: type, param: str, *, lo: float | None = None,
     """Type check (bools are not numbers; ints are numbers) and optional [lo, hi] range check."""
     ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        ok, value = True, float(value)
+        ok, value = True, float(value) if abs(value) < 2**1000 else math.inf
     if not ok:
         raise bad_request(f"'{param}' must be {_TYPE_NAMES[kind]}, got {json.dumps(value)[:80]}.",
                           param, "invalid_type")
@@ -107,7 +107,7 @@ class CompletionRequest:
 def parse_json_object(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # bad UTF-8/JSON, 4300+ digit ints, deep nesting
         raise bad_request(f"Request body is not valid JSON: {e}", None, "invalid_json") from None
     if not isinstance(body, dict):
         raise bad_request("Request body must be a JSON object.", None, "invalid_json")
@@ -282,14 +282,12 @@ def parse_messages(raw: Any) -> list[dict[str, Any]]:
             raise bad_request(f"Unknown role {role!r}; expected one of {', '.join(CHAT_ROLES)}.",
                               f"{prefix}.role", "invalid_value")
         content = m.get("content")
-        if content is None and not (role == "assistant"):
+        if content is None and role != "assistant":  # an assistant turn may be only tool calls
             raise bad_request(f"'{prefix}.content' is required for role {role!r}.",
                               f"{prefix}.content", "missing")
-        msg: dict[str, Any] = {"role": "system" if role == "developer" else role,
-                               "content": None if content is None
-                               else _text_of_content(content, f"{prefix}.content")}
-        if msg["content"] is None:
-            msg["content"] = ""
+        text = "" if content is None else _text_of_content(content, f"{prefix}.content")
+        # OpenAI's "developer" role is the system prompt under a newer name; templates know "system"
+        msg: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": text}
         for key in ("name", "tool_call_id", "reasoning_content", "reasoning"):
             value = r.get(key, str)
             if value is not None:

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dgjax.config import EngineConfig
 from dgjax.runtime.engine import Engine
-from dgjax.serve import default_model_dir
+from dgjax.paths import default_model_dir
 from dgjax.serving.app import DgjaxServer
 
 MODEL_DIR = default_model_dir()
@@ -25,7 +25,7 @@ MAX_BODY_BYTES = 100_000
 
 def engine_config(**overrides) -> EngineConfig:
     base = dict(dtype="float32", max_model_len=MAX_MODEL_LEN, max_concurrency=4, page_size=16,
-                num_pages=160, decode_buckets=(1, 2, 4), prefill_buckets=(16, 64, 256))
+                num_pages=160, decode_buckets=(1, 4), prefill_buckets=(64, 256))
     base.update(overrides)
     return EngineConfig(**base)
 

@@ -131,7 +131,9 @@ def test_bad_completion_request_is_a_400_naming_the_field(http, fields, param):
     assert_still_serving(http)
 
 
-@pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]", b"", b"\xff\xfe", b'"text"'])
+@pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]", b"", b"\xff\xfe", b'"text"',
+                                 b'{"seed": ' + b"9" * 5000 + b"}", b"[" * 40_000 + b"]" * 40_000],
+                         ids=["syntax", "array", "empty", "not-utf8", "string", "huge-int", "deep"])
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
 def test_body_that_is_not_a_json_object_is_a_400(http, path, raw):
     r = http.post(path, content=raw, headers={"content-type": "application/json"})
