@@ -174,3 +174,14 @@ def test_queue_full_raises():
             m.engine.submit(GenerationRequest("d", [1, 2, 3], long), lambda o: None)
     finally:
         m.close()
+
+
+def test_offline_chat_renders_the_template_like_transformers(llm):
+    from transformers import AutoTokenizer
+
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is a tuple?"}]
+    expected = AutoTokenizer.from_pretrained(MODEL_DIR).apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+    reply = llm.chat(messages, greedy(6))
+    assert reply.prompt_token_ids == list(expected)
+    assert reply.token_ids == llm.generate([list(expected)], greedy(6))[0].token_ids

@@ -1,13 +1,28 @@
 """The paged-attention entry points models call; picks an implementation by platform, shape and dtype.
 
-Only the pure-jnp reference exists so far, so every platform uses it; a GPU kernel plugs in here.
+Dispatch of `paged_attention` (decided at trace time):
+- impl "ref": the pure-jnp reference (ref.py) everywhere.
+- impl "auto" (default): the Pallas decode kernel (kernel.py) when the default backend is a GPU, the step
+  is decode (T == 1) and `kernel.supports` the head layout and page dtype; the reference otherwise
+  (CPU, prefill chunks, mixed batches padded to T > 1, unusual head_dim).
+- impl "kernel": the decode kernel for every T == 1 call, on CPU through the Pallas interpreter, and an
+  error when it does not support the shapes (so a measurement never silently times the reference);
+  T > 1 still uses the reference (there is no prefill kernel).
+`impl=None` reads DGJAX_ATTENTION (ref | kernel | auto, default auto) at trace time, so one process can
+trace both paths by setting the variable before each `jit`.
 """
 
 from __future__ import annotations
 
-import jax
+import os
 
-from dgjax.pallas.paged_attention import ref
+import jax
+import jax.numpy as jnp
+
+from dgjax.pallas.paged_attention import kernel, ref
+
+IMPLS = ("auto", "ref", "kernel")
+ENV_VAR = "DGJAX_ATTENTION"
 
 
 def kv_slots(positions: jax.Array, query_lens: jax.Array, block_tables: jax.Array, page_size: int) -> jax.Array:
@@ -22,6 +37,26 @@ def write_kv(
     return ref.write_kv(k_pages, v_pages, k, v, slots)
 
 
+def resolve_impl(impl: str | None) -> str:
+    """The requested implementation: the argument, else $DGJAX_ATTENTION, else "auto"."""
+    chosen = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower()
+    if chosen not in IMPLS:
+        raise ValueError(f"attention impl must be one of {IMPLS}, got {chosen!r} (from {ENV_VAR} or impl=)")
+    return chosen
+
+
+def decode_window(
+    context_lens: jax.Array, positions: jax.Array, query_lens: jax.Array, max_tokens: int,
+    sliding_window: int | None,
+) -> tuple[jax.Array, jax.Array]:
+    """[start, end) of the keys a single query per row sees, with ref.py's masking rules; empty for padding."""
+    pos = positions[:, 0]
+    end = jnp.minimum(jnp.minimum(context_lens, pos + 1), max_tokens)
+    end = jnp.where(query_lens > 0, jnp.maximum(end, 0), 0)
+    start = jnp.zeros_like(end) if sliding_window is None else jnp.clip(pos - sliding_window + 1, 0, None)
+    return start.astype(jnp.int32), end.astype(jnp.int32)
+
+
 def paged_attention(
     q: jax.Array,
     k_pages: jax.Array,
@@ -33,13 +68,32 @@ def paged_attention(
     *,
     scale: float,
     sliding_window: int | None = None,
+    impl: str | None = None,
 ) -> jax.Array:
     """Causal attention of q [B, T, H, D] over the row's pages [num_pages, page_size, KVH, D].
 
     Keys visible to a query at position p: positions < context_lens[b], <= p, and > p - sliding_window.
     Queries at t >= query_lens[b] are padding and return zeros.
     """
-    return ref.paged_attention(
-        q, k_pages, v_pages, block_tables, context_lens, positions, query_lens,
-        scale=scale, sliding_window=sliding_window,
+    chosen = resolve_impl(impl)
+    b, t, h, d = q.shape
+    _, page_size, kvh, _ = k_pages.shape
+    supported = kernel.supports(h, kvh, d, k_pages.dtype) and k_pages.dtype == v_pages.dtype
+    on_gpu = jax.default_backend() == "gpu"
+    use_kernel = t == 1 and (chosen == "kernel" or (chosen == "auto" and on_gpu and supported))
+    if not use_kernel:
+        return ref.paged_attention(
+            q, k_pages, v_pages, block_tables, context_lens, positions, query_lens,
+            scale=scale, sliding_window=sliding_window,
+        )
+    if not supported:
+        raise ValueError(
+            f"paged decode kernel does not support heads {h}/{kvh} x {d} with pages {k_pages.dtype}/{v_pages.dtype}"
+        )
+    start, end = decode_window(
+        context_lens, positions, query_lens, block_tables.shape[1] * page_size, sliding_window
     )
+    out = kernel.paged_decode_attention(
+        q[:, 0], k_pages, v_pages, block_tables, start, end, scale=scale, interpret=not on_gpu,
+    )
+    return out[:, None]

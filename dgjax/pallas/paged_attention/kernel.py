@@ -1,0 +1,206 @@
+"""Paged decode attention (one query token per row) as a Pallas kernel with the Triton lowering.
+
+Why this shape:
+- Work and HBM reads follow each row's visible key interval [kv_start, kv_end), not the block table's
+  width: a program loops over `block_tokens` keys at a time with a dynamic trip count, looks the
+  keys' page ids up in the block table and loads only those K/V rows (masked loads past the end read
+  nothing). A sliding window simply moves kv_start, so pages before the window are never touched.
+- One program per (row, kv head, split) processes all q heads of the GQA group together: K and V are
+  read once per group. The group is padded to 16 query rows because Triton's `dot` needs M >= 16; the
+  padding costs tensor-core work only (decode attention is memory-bound: ~16 FLOP/byte here against
+  ~200 that the H200 could do per byte), while an elementwise+reduce formulation would spend G FMAs
+  plus cross-thread reductions per loaded element on the CUDA cores and fall behind the loads at G=4.
+- Split-K (flash-decoding): the interval is cut into `num_splits` equal, block-aligned pieces, so that
+  batch 1 with 8 KV heads still puts work on every SM at long contexts. Each split writes its unnormalised
+  accumulator plus (max, sum) of its scores, and a small jnp pass merges them. With one split the kernel
+  normalises in place and no second pass runs.
+- Scores and softmax are float32 (exp2 with log2(e) folded into the scale); q is cast to the page dtype
+  and probabilities to the value dtype before the dots, as in ref.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+_LOG2E = math.log2(math.e)
+MIN_DOT_ROWS = 16  # Triton's dot needs every dimension >= 16
+SUPPORTED_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16), jnp.dtype(jnp.float32))
+DEFAULT_TARGET_PROGRAMS = 264  # two programs per SM on an H200 (132 SMs)
+
+
+def supports(num_heads: int, kv_heads: int, head_dim: int, page_dtype) -> bool:
+    """Whether the kernel handles this head layout and page dtype (else use the reference)."""
+    pow2 = head_dim & (head_dim - 1) == 0
+    return (
+        num_heads % kv_heads == 0
+        and num_heads // kv_heads <= 128
+        and pow2
+        and 16 <= head_dim <= 256
+        and jnp.dtype(page_dtype) in SUPPORTED_DTYPES
+    )
+
+
+def default_block_tokens(head_dim: int, page_dtype) -> int:
+    """Keys per loop iteration: a 16 KB K tile (and one for V) per step keeps loads wide."""
+    return max(16, min(128, 16384 // (head_dim * jnp.dtype(page_dtype).itemsize)))
+
+
+def default_num_splits(batch: int, kv_heads: int, max_tokens: int, block_tokens: int,
+                       target_programs: int = DEFAULT_TARGET_PROGRAMS) -> int:
+    """Splits per (row, kv head) so that the grid has about `target_programs` programs."""
+    max_blocks = max(1, pl.cdiv(max_tokens, block_tokens))
+    return max(1, min(max_blocks, pl.cdiv(target_programs, batch * kv_heads)))
+
+
+def _decode_kernel(
+    lo_ref, hi_ref, tables_ref, q_ref, k_ref, v_ref, *out_refs,
+    kv_heads: int, page_size: int, pages_per_row: int, block_tokens: int, num_splits: int,
+    scale_log2: float, normalize: bool,
+):
+    b, h, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
+    lo = lo_ref[b]
+    hi = hi_ref[b]
+    per_split = pl.cdiv(pl.cdiv(jnp.maximum(hi - lo, 0), num_splits), block_tokens) * block_tokens
+    start = lo + s * per_split
+    end = jnp.minimum(hi, start + per_split)
+    num_blocks = pl.cdiv(jnp.maximum(end - start, 0), block_tokens)
+
+    q = q_ref[...]  # [GP, D], already in the page dtype
+    rows, head_dim = q.shape
+    offsets = lax.broadcasted_iota(jnp.int32, (block_tokens,), 0)
+    cols = lax.broadcasted_iota(jnp.int32, (1, head_dim), 1)
+
+    def body(i, carry):
+        acc, m_prev, l_prev = carry
+        tok = start + i * block_tokens + offsets
+        valid = tok < end
+        block = lax.div(tok, page_size)
+        page = plgpu.load(tables_ref.at[b * pages_per_row + block], mask=valid, other=0)
+        row = ((page * page_size + lax.rem(tok, page_size)) * kv_heads + h)[:, None]
+        valid2 = jnp.broadcast_to(valid[:, None], (block_tokens, head_dim))
+        # Both indices as arrays ([BK, 1] x [1, D]): a gather the interpreter can also run.
+        k = plgpu.load(k_ref.at[row, cols], mask=valid2, other=0)
+        v = plgpu.load(v_ref.at[row, cols], mask=valid2, other=0)
+
+        scores = plgpu.dot(q, k, trans_b=True) * scale_log2  # [GP, BK] f32, log2 domain
+        scores = jnp.where(valid[None, :], scores, -jnp.inf)
+        m_next = jnp.maximum(m_prev, jnp.max(scores, axis=1))
+        correction = jnp.exp2(m_prev - m_next)
+        p = jnp.exp2(scores - m_next[:, None])
+        l_next = l_prev * correction + jnp.sum(p, axis=1)
+        acc = acc * correction[:, None] + plgpu.dot(p.astype(v.dtype), v)
+        return acc, m_next, l_next
+
+    init = (
+        jnp.zeros((rows, head_dim), jnp.float32),
+        jnp.full((rows,), -jnp.inf, jnp.float32),
+        jnp.zeros((rows,), jnp.float32),
+    )
+    acc, m, l = lax.fori_loop(0, num_blocks, body, init)
+
+    if normalize:
+        (o_ref,) = out_refs
+        denom = jnp.where(l == 0.0, 1.0, l)
+        o_ref[...] = (acc / denom[:, None]).astype(o_ref.dtype)
+    else:
+        o_ref, m_ref, l_ref = out_refs
+        o_ref[...] = acc
+        m_ref[...] = m
+        l_ref[...] = l
+
+
+def _merge_splits(acc: jax.Array, m: jax.Array, l: jax.Array) -> jax.Array:
+    """Combine per-split (acc [.., S, G, D], max [.., S, G], sum [.., S, G]) in the log2 domain."""
+    m_all = jnp.max(m, axis=-2, keepdims=True)
+    m_all = jnp.where(jnp.isfinite(m_all), m_all, 0.0)
+    w = jnp.where(l > 0.0, jnp.exp2(m - m_all), 0.0)
+    num = jnp.sum(acc * w[..., None], axis=-3)
+    den = jnp.sum(l * w, axis=-2)
+    return num / jnp.where(den == 0.0, 1.0, den)[..., None]
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=("scale", "block_tokens", "num_splits", "num_warps", "num_stages", "interpret"),
+)
+def paged_decode_attention(
+    q: jax.Array,
+    k_pages: jax.Array,
+    v_pages: jax.Array,
+    block_tables: jax.Array,
+    kv_start: jax.Array,
+    kv_end: jax.Array,
+    *,
+    scale: float,
+    block_tokens: int | None = None,
+    num_splits: int | None = None,
+    num_warps: int = 4,
+    num_stages: int = 2,
+    interpret: bool = False,
+) -> jax.Array:
+    """q [B, H, D] attends to keys kv_start[b] <= j < kv_end[b] of its row's pages -> [B, H, D].
+
+    k_pages, v_pages: [num_pages, page_size, KVH, D]; block_tables int32 [B, P]; the caller makes sure
+    kv_end[b] <= P * page_size. Rows with an empty interval return zeros.
+    """
+    b, h, d = q.shape
+    n, ps, kvh, _ = k_pages.shape
+    p = block_tables.shape[1]
+    g = h // kvh
+    gp = max(MIN_DOT_ROWS, pl.next_power_of_2(g))
+    bk = block_tokens or default_block_tokens(d, k_pages.dtype)
+    splits = num_splits or default_num_splits(b, kvh, p * ps, bk)
+
+    qg = q.astype(k_pages.dtype).reshape(b, kvh, g, d)
+    qg = jnp.pad(qg, ((0, 0), (0, 0), (0, gp - g), (0, 0)))
+    k_rows = k_pages.reshape(n * ps * kvh, d)  # row (slot * KVH + head): a free reshape
+    v_rows = v_pages.reshape(n * ps * kvh, d)
+    tables = block_tables.astype(jnp.int32).reshape(b * p)
+    lo = kv_start.astype(jnp.int32)
+    hi = kv_end.astype(jnp.int32)
+
+    whole = lambda shape: pl.BlockSpec(shape, lambda *_: (0,) * len(shape))  # noqa: E731
+    in_specs = [
+        whole((b,)), whole((b,)), whole((b * p,)),
+        pl.BlockSpec((None, None, gp, d), lambda i, j, s: (i, j, 0, 0)),
+        whole(k_rows.shape), whole(v_rows.shape),
+    ]
+    normalize = splits == 1
+    if normalize:
+        out_shape = [jax.ShapeDtypeStruct((b, kvh, gp, d), q.dtype)]
+        out_specs = [pl.BlockSpec((None, None, gp, d), lambda i, j, s: (i, j, 0, 0))]
+    else:
+        out_shape = [
+            jax.ShapeDtypeStruct((b, kvh, splits, gp, d), jnp.float32),
+            jax.ShapeDtypeStruct((b, kvh, splits, gp), jnp.float32),
+            jax.ShapeDtypeStruct((b, kvh, splits, gp), jnp.float32),
+        ]
+        out_specs = [
+            pl.BlockSpec((None, None, None, gp, d), lambda i, j, s: (i, j, s, 0, 0)),
+            pl.BlockSpec((None, None, None, gp), lambda i, j, s: (i, j, s, 0)),
+            pl.BlockSpec((None, None, None, gp), lambda i, j, s: (i, j, s, 0)),
+        ]
+    kernel = functools.partial(
+        _decode_kernel, kv_heads=kvh, page_size=ps, pages_per_row=p, block_tokens=bk,
+        num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize,
+    )
+    outs = pl.pallas_call(
+        kernel,
+        grid=(b, kvh, splits),
+        in_specs=in_specs,
+        out_specs=out_specs,
+        out_shape=out_shape,
+        compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
+        interpret=interpret,
+        name=f"paged_decode_attention_g{gp}_d{d}_bk{bk}_s{splits}",
+    )(lo, hi, tables, qg, k_rows, v_rows)
+
+    out = outs[0] if normalize else _merge_splits(*outs)
+    return out[:, :, :g].reshape(b, h, d).astype(q.dtype)
