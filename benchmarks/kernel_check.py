@@ -8,7 +8,7 @@ call runs `layers` attention layers over distinct caches (so the reads come from
 Bandwidth is counted against the bytes decode must read: K and V of each row's real context.
 
     python3 -m benchmarks.kernel_check                 # llama-3.1-8b shapes, < 60 s on an H200
-    python3 -m benchmarks.kernel_check --sweep         # adds a block/warps/stages/splits sweep
+    python3 -m benchmarks.kernel_check --sweep         # + block/warps/stages/splits sweep (minutes)
     python -m benchmarks.kernel_check --smoke          # CPU: tiny shapes, kernel interpreted
 """
 
@@ -90,7 +90,10 @@ def via_api(impl: str, scale: float):
 def via_kernel(scale: float, ps: int, **knobs):
     def attend(q, k, v, tables, ctx, pos, qlen):
         start, end = api.decode_window(ctx, pos, qlen, tables.shape[1] * ps, None)
-        return kernel.paged_decode_attention(q[:, 0], k, v, tables, start, end, scale=scale, **knobs)
+        out = kernel.paged_decode_attention(
+            q[:, 0], k, v, tables, start, end, scale=scale, interpret=jax.default_backend() != "gpu", **knobs
+        )
+        return out[:, None]
 
     return layered(attend)
 
@@ -107,8 +110,8 @@ def layers_for(shape: Shape, batch: int, context: int, target_bytes: int, max_la
     return int(min(max_layers, max(2, math.ceil(target_bytes / per_layer))))
 
 
-def sweep(shape: Shape, case: Case, layers: int, calls: int, repeats: int) -> list[tuple[dict, float]]:
-    """Kernel time per layer for a small grid of launch knobs (default splits, then doubled)."""
+def sweep(shape: Shape, case: Case, want: np.ndarray, layers: int, calls: int, repeats: int) -> list:
+    """Kernel µs per layer and max abs error for a small grid of launch knobs (default splits, then doubled)."""
     scale = shape.head_dim**-0.5
     b = case.q.shape[0]
     results = []
@@ -117,12 +120,15 @@ def sweep(shape: Shape, case: Case, layers: int, calls: int, repeats: int) -> li
         for splits in sorted({base, 2 * base}):
             knobs = dict(block_tokens=bk, num_warps=warps, num_stages=stages, num_splits=splits)
             try:
-                sec, _ = timed(via_kernel(scale, shape.page_size, **knobs), case, calls, repeats)
+                sec, out = timed(via_kernel(scale, shape.page_size, **knobs), case, calls, repeats)
             except Exception as err:  # a config Triton cannot compile is reported, not fatal
                 print(f"    {knobs}: failed ({type(err).__name__}: {str(err)[:120]})")
                 continue
-            results.append((knobs, sec / layers))
-            print(f"    {knobs}: {sec / layers * 1e6:8.1f} µs/layer")
+            got = np.asarray(out[0].astype(jnp.float32))
+            assert got.shape == want.shape, (got.shape, want.shape)
+            err = float(np.max(np.abs(got - want)))
+            results.append((knobs, sec / layers, err))
+            print(f"    {knobs}: {sec / layers * 1e6:8.1f} µs/layer, err {err:.1e}", flush=True)
     return sorted(results, key=lambda r: r[1])
 
 
@@ -140,16 +146,18 @@ def main(argv=None) -> None:
     ap.add_argument("--max-layers", type=int, default=8)
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--sweep", action="store_true", help="also sweep kernel launch knobs per case")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also sweep launch knobs (up to 24 configs) at the longest context: minutes")
     ap.add_argument("--smoke", action="store_true", help="tiny CPU shapes (kernel interpreted)")
+    if ap.parse_known_args(argv)[0].smoke:
+        ap.set_defaults(batches="1,2", contexts="40", q_heads=8, kv_heads=2, head_dim=64, page_size=8,
+                        max_model_len=128, dtype="float32", max_layers=2, calls=2, repeats=2)
     args = ap.parse_args(argv)
-    if args.smoke:
-        args.batches, args.contexts, args.q_heads, args.kv_heads, args.head_dim = "1,2", "40", 8, 2, 64
-        args.page_size, args.max_model_len, args.dtype, args.max_layers = 8, 128, "float32", 2
-        args.calls, args.repeats = 2, 2
 
     t_start = time.perf_counter()
     shape = Shape(args.q_heads, args.kv_heads, args.head_dim, args.page_size, args.max_model_len, args.dtype)
+    if not kernel.supports(shape.q_heads, shape.kv_heads, shape.head_dim, shape.dtype):
+        raise SystemExit(f"the decode kernel does not support {shape}: nothing to compare")
     dev = jax.devices()[0]
     print(f"device: {dev.device_kind} ({jax.default_backend()}), jax {jax.__version__}; shape {shape}")
     ceiling = measure_read_ceiling(int(4e9) if jax.default_backend() == "gpu" else int(3.2e7))
@@ -164,6 +172,7 @@ def main(argv=None) -> None:
         t_ker, out_ker = timed(via_api("kernel", scale), case, args.calls, args.repeats)
         want = np.asarray(out_ref[0].astype(jnp.float32))
         got = np.asarray(out_ker[0].astype(jnp.float32))
+        assert got.shape == want.shape, (got.shape, want.shape)
         err = float(np.max(np.abs(got - want)))
         rel = err / max(float(np.max(np.abs(want))), 1e-30)
         per_layer = case.needed_bytes / layers
@@ -174,10 +183,10 @@ def main(argv=None) -> None:
         rows.append(row)
         print(f"  b={batch} ctx={context}: kernel {row['ker_us']:.1f} µs/layer, ref {row['ref_us']:.1f}, "
               f"err {err:.2e} [{time.perf_counter() - t_start:.0f} s]", flush=True)
-        if args.sweep:
-            best = sweep(shape, case, layers, args.calls, args.repeats)
+        if args.sweep and context == max(map(int, args.contexts.split(","))):
+            best = sweep(shape, case, want, layers, args.calls, args.repeats)
             if best:
-                print(f"  best: {best[0][0]} {best[0][1] * 1e6:.1f} µs/layer")
+                print(f"  best: {best[0][0]} {best[0][1] * 1e6:.1f} µs/layer (default {row['ker_us']:.1f})")
         del case
 
     ceil_tbs = ceiling.bytes_per_s / 1e12

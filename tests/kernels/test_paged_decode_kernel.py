@@ -61,6 +61,7 @@ CASES = [
     (4, 2, 128, jnp.float32, None, 16, 3, 1.0),
     (8, 1, 64, jnp.float32, 11, 16, 2, 1.0),
     (4, 2, 64, jnp.float32, 11, 32, 1, 1.0),
+    (3, 2, 64, jnp.float32, None, 16, 2, 1.0),  # a group that is no power of two
     (4, 1, 128, jnp.float32, None, 16, 4, 30.0),  # peaked softmax: the running max must rescale
     (1, 2, 128, jnp.bfloat16, 9, 16, 3, 1.0),
     (4, 2, 128, jnp.bfloat16, None, None, None, 1.0),  # the default block and split choice
@@ -119,15 +120,27 @@ def test_dispatch_rules(monkeypatch):
         api.paged_attention(*args, scale=0.125)
 
 
-def test_forced_kernel_refuses_unsupported_head_dim():
-    q, k, v, _, _, tables, ctx, pos, qlen = _case(5, 2, 2, 48, jnp.float32)
+def test_forced_kernel_falls_back_loudly_for_an_unsupported_head_dim(caplog):
+    q, _, _, k, v, tables, ctx, pos, qlen = _case(5, 2, 2, 48, jnp.float32)
     assert not kernel.supports(4, 2, 48, jnp.float32)
-    with pytest.raises(ValueError, match="does not support"):
-        api.paged_attention(q, k, v, tables, ctx, pos, qlen, scale=0.1, impl="kernel")
+    call = lambda *a: api.paged_attention(*a, scale=0.1, impl="kernel")  # noqa: E731
+    with caplog.at_level("WARNING", logger=api.__name__):
+        assert not _uses_kernel(call, q, k, v, tables, ctx, pos, qlen)
+    assert "does not support" in caplog.text
 
 
 def test_default_splits_fill_the_gpu_but_never_exceed_the_blocks():
-    assert kernel.default_num_splits(1, 8, 32768, 64) * 8 >= 132  # single stream fills 132 SMs
-    assert kernel.default_num_splits(16, 8, 32768, 64) == 3
-    assert kernel.default_num_splits(1, 8, 100, 64) == 2
-    assert kernel.default_num_splits(64, 8, 32768, 64) == 1
+    h200 = 2 * 132
+    assert kernel.default_num_splits(1, 8, 32768, 64, h200) * 8 >= 132  # one stream fills 132 SMs
+    assert kernel.default_num_splits(16, 8, 32768, 64, h200) == 3
+    assert kernel.default_num_splits(1, 8, 100, 64, h200) == 2  # no more splits than key blocks
+    assert kernel.default_num_splits(64, 8, 32768, 64, h200) == 1
+
+
+def test_supported_layouts():
+    assert kernel.supports(32, 8, 128, jnp.bfloat16)
+    assert kernel.supports(16, 2, 256, jnp.bfloat16)
+    assert kernel.supports(96, 8, 128, jnp.float16)  # group 12, padded to 16 rows
+    assert not kernel.supports(32, 8, 96, jnp.bfloat16)  # head_dim not a power of two
+    assert not kernel.supports(64, 1, 128, jnp.bfloat16)  # group 64: beyond MAX_GROUP
+    assert not kernel.supports(32, 8, 128, jnp.int8)

@@ -5,15 +5,16 @@ Dispatch of `paged_attention` (decided at trace time):
 - impl "auto" (default): the Pallas decode kernel (kernel.py) when the default backend is a GPU, the step
   is decode (T == 1) and `kernel.supports` the head layout and page dtype; the reference otherwise
   (CPU, prefill chunks, mixed batches padded to T > 1, unusual head_dim).
-- impl "kernel": the decode kernel for every T == 1 call, on CPU through the Pallas interpreter, and an
-  error when it does not support the shapes (so a measurement never silently times the reference);
-  T > 1 still uses the reference (there is no prefill kernel).
+- impl "kernel": the decode kernel for every T == 1 call it supports, on any platform (through the Pallas
+  interpreter off GPU); the reference for T > 1 (there is no prefill kernel yet) and, with a logged
+  warning, for decode shapes the kernel does not support.
 `impl=None` reads DGJAX_ATTENTION (ref | kernel | auto, default auto) at trace time, so one process can
 trace both paths by setting the variable before each `jit`.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 import jax
@@ -23,6 +24,7 @@ from dgjax.pallas.paged_attention import kernel, ref
 
 IMPLS = ("auto", "ref", "kernel")
 ENV_VAR = "DGJAX_ATTENTION"
+log = logging.getLogger(__name__)
 
 
 def kv_slots(positions: jax.Array, query_lens: jax.Array, block_tables: jax.Array, page_size: int) -> jax.Array:
@@ -80,15 +82,14 @@ def paged_attention(
     _, page_size, kvh, _ = k_pages.shape
     supported = kernel.supports(h, kvh, d, k_pages.dtype) and k_pages.dtype == v_pages.dtype
     on_gpu = jax.default_backend() == "gpu"
-    use_kernel = t == 1 and (chosen == "kernel" or (chosen == "auto" and on_gpu and supported))
+    if chosen == "kernel" and t == 1 and not supported:
+        log.warning("paged decode kernel does not support heads %d/%d x %d with pages %s/%s: using the reference",
+                    h, kvh, d, k_pages.dtype, v_pages.dtype)
+    use_kernel = t == 1 and supported and (chosen == "kernel" or (chosen == "auto" and on_gpu))
     if not use_kernel:
         return ref.paged_attention(
             q, k_pages, v_pages, block_tables, context_lens, positions, query_lens,
             scale=scale, sliding_window=sliding_window,
-        )
-    if not supported:
-        raise ValueError(
-            f"paged decode kernel does not support heads {h}/{kvh} x {d} with pages {k_pages.dtype}/{v_pages.dtype}"
         )
     start, end = decode_window(
         context_lens, positions, query_lens, block_tables.shape[1] * page_size, sliding_window

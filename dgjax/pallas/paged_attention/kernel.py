@@ -6,16 +6,18 @@ Why this shape:
   keys' page ids up in the block table and loads only those K/V rows (masked loads past the end read
   nothing). A sliding window simply moves kv_start, so pages before the window are never touched.
 - One program per (row, kv head, split) processes all q heads of the GQA group together: K and V are
-  read once per group. The group is padded to 16 query rows because Triton's `dot` needs M >= 16; the
-  padding costs tensor-core work only (decode attention is memory-bound: ~16 FLOP/byte here against
-  ~200 that the H200 could do per byte), while an elementwise+reduce formulation would spend G FMAs
-  plus cross-thread reductions per loaded element on the CUDA cores and fall behind the loads at G=4.
+  read once per group. The group is padded to 16 query rows (the next power of two above that, up to
+  32) because Triton's `dot` needs M >= 16. The padding costs tensor-core work only: 16 FLOP per K/V
+  byte against ~200 the H200 can do per byte. Elementwise multiply + reduce would instead put G FMAs
+  per loaded element and cross-thread reductions on the CUDA cores: about a third of their fp32 peak
+  at G=4 and full HBM speed before the reductions, and worse for G=8 or 12 (Qwen3-Next, GLM).
 - Split-K (flash-decoding): the interval is cut into `num_splits` equal, block-aligned pieces, so that
   batch 1 with 8 KV heads still puts work on every SM at long contexts. Each split writes its unnormalised
   accumulator plus (max, sum) of its scores, and a small jnp pass merges them. With one split the kernel
   normalises in place and no second pass runs.
 - Scores and softmax are float32 (exp2 with log2(e) folded into the scale); q is cast to the page dtype
-  and probabilities to the value dtype before the dots, as in ref.py.
+  and probabilities to the value dtype before the dots, as in ref.py, but unnormalised (<= 1, divided
+  at the end) where ref.py casts normalised ones: with bf16 pages the two agree to bf16 rounding.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from jax.experimental.pallas import triton as plgpu
 _LOG2E = math.log2(math.e)
 MIN_DOT_ROWS = 16  # Triton's dot needs every dimension >= 16
 SUPPORTED_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16), jnp.dtype(jnp.float32))
-DEFAULT_TARGET_PROGRAMS = 264  # two programs per SM on an H200 (132 SMs)
+MAX_GROUP = 32  # q heads per KV head; a larger group's [G, D] accumulator would spill registers
+PROGRAMS_PER_SM = 2
+H200_SMS = 132  # used when the device does not report its multiprocessor count
 
 
 def supports(num_heads: int, kv_heads: int, head_dim: int, page_dtype) -> bool:
@@ -40,7 +44,7 @@ def supports(num_heads: int, kv_heads: int, head_dim: int, page_dtype) -> bool:
     pow2 = head_dim & (head_dim - 1) == 0
     return (
         num_heads % kv_heads == 0
-        and num_heads // kv_heads <= 128
+        and num_heads // kv_heads <= MAX_GROUP
         and pow2
         and 16 <= head_dim <= 256
         and jnp.dtype(page_dtype) in SUPPORTED_DTYPES
@@ -52,11 +56,22 @@ def default_block_tokens(head_dim: int, page_dtype) -> int:
     return max(16, min(128, 16384 // (head_dim * jnp.dtype(page_dtype).itemsize)))
 
 
+def target_programs() -> int:
+    """Programs worth launching: a couple per SM of the default device (H200's 132 SMs if unknown)."""
+    sms = getattr(jax.devices()[0], "core_count", None) if jax.default_backend() == "gpu" else None
+    return PROGRAMS_PER_SM * (sms or H200_SMS)
+
+
 def default_num_splits(batch: int, kv_heads: int, max_tokens: int, block_tokens: int,
-                       target_programs: int = DEFAULT_TARGET_PROGRAMS) -> int:
-    """Splits per (row, kv head) so that the grid has about `target_programs` programs."""
+                       programs: int | None = None) -> int:
+    """Splits per (row, kv head) so that the grid has about `programs` programs (one split per block at most).
+
+    Fixed at trace time from the table width; the split length itself follows each row's real context,
+    so at short contexts the surplus splits find no keys and exit at once.
+    """
+    programs = programs or target_programs()
     max_blocks = max(1, pl.cdiv(max_tokens, block_tokens))
-    return max(1, min(max_blocks, pl.cdiv(target_programs, batch * kv_heads)))
+    return max(1, min(max_blocks, pl.cdiv(programs, batch * kv_heads)))
 
 
 def _decode_kernel(
