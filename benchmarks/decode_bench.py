@@ -37,9 +37,10 @@ GPU_MATMUL_SIZE = 8192
 CPU_MATMUL_SIZE = 512
 
 NOTES = [
-    "Every number is the plain-jnp reference path: `dgjax/pallas/paged_attention/api.py` picks the "
-    "reference on every platform and the engine has no kernel/reference switch yet, so the reference "
-    "path IS the current path and no separate reference row exists.",
+    "Attention path: `DGJAX_ATTENTION` (default auto). On the GPU, decode (T=1) runs the Pallas "
+    "paged decode kernel (dgjax/pallas/paged_attention/kernel.py), whose reads follow each row's real "
+    "context; prefill chunks run the plain-jnp reference. `python -m benchmarks.kernel_check` times "
+    "the kernel against the reference at these shapes in one run.",
     "Decode: C streams with random prompts of `context` tokens, greedy, ignore_eos, fixed max_tokens, all "
     "submitted at once. Timestamps are the engine's output callbacks. The steady window runs from the "
     "last stream's first token (all prefills done) to the first stream's last token; ms/step is the "
@@ -53,11 +54,11 @@ NOTES = [
     "replayed back-to-back on device-resident inputs with the engine thread stopped, median of several "
     "(async calls + one sync). device-idle share = 1 - device ms/step / engine ms/step: the host's part "
     "of a tick (scheduling, input transfers, result read-back, detokenization) that the device waits on.",
-    "The reference paged attention gathers every row's whole block table (max_model_len keys, padded "
-    "rows included) whatever the context: 'ref attention gathers' is that K/V volume per step, copied "
-    "out of the pages and read again, so it dominates wide decode steps and makes the short- and "
-    "long-context rows cost about the same; the prefill chunk's attention likewise spans the whole "
-    "block table ([heads, chunk, max_model_len] float32 scores per layer).",
+    "'ref attention gathers' is the K/V volume the plain-jnp reference would copy per step (every "
+    "row's whole block table, max_model_len keys, padded rows included); the decode kernel does not "
+    "read it. The prefill chunk's reference attention does span the whole block table ([heads, "
+    "chunk, max_model_len] float32 scores per layer): that is why a 32K prompt (32K table) prefills "
+    "at a third of the rate of 2K/8K prompts (8K table).",
     "Prefill: one request at a time, fresh random ids, prefix cache off, max_tokens 1; TTFT from submit "
     "to the first output callback. A prompt runs as ceil(len / chunk) chunks of the one compiled chunk "
     "size (a shorter prompt is padded to the chunk). Useful TFLOP counts projections, MLP, causal "
@@ -93,6 +94,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"read-ceiling array size (default {GPU_CEILING_BYTES} on GPU, {CPU_CEILING_BYTES} on CPU)")
     p.add_argument("--matmul-size", type=int, default=None,
                    help=f"matmul ceiling size (default {GPU_MATMUL_SIZE} on GPU, {CPU_MATMUL_SIZE} on CPU)")
+    p.add_argument("--decode-buckets", type=parse_ints, default=None,
+                   help="compile these decode widths instead of the measured concurrencies "
+                        "(e.g. 2,4,16 runs one stream in the width-2 executable)")
     p.add_argument("--split-engines", action="store_true",
                    help="decode on an engine sized for the decode contexts only, long prefills on a second "
                         "one (costs a second compile; avoids the reference attention's full-table reads)")
@@ -198,6 +202,9 @@ def run_preset(preset: str, args, base: dict, log: Progress) -> tuple[dict, str]
         for i, plan in enumerate(plans):
             log(f"{preset}: engine {i + 1}/{len(plans)}: max_model_len {plan.max_model_len}, "
                 f"{plan.num_pages} pages, decode buckets {plan.decode_buckets}")
+            if args.decode_buckets:
+                plan = dataclasses.replace(plan, decode_buckets=tuple(args.decode_buckets),
+                                           max_concurrency=max(plan.max_concurrency, *args.decode_buckets))
             config = engine_config(plan, dtype=args.dtype, page_size=args.page_size,
                                    chunk=args.prefill_chunk, seed=args.seed)
             be = BenchEngine(model_dir, config, log)

@@ -102,6 +102,9 @@ class ModelConfig:
 
 
 DEFAULT_DECODE_BUCKETS = (1, 2, 4, 8, 16)
+# A single stream decodes in the width-2 executable: XLA's batch-1 decode step measured 2.2x slower
+# than its batch-2 step on an H200 (10.1 vs 4.6 ms for Llama-3.1-8B; benchmarks/results/).
+MIN_DECODE_WIDTH = 2
 DEFAULT_PREFILL_BUCKETS = (16, 64, 256, 1024)
 
 
@@ -132,9 +135,13 @@ class EngineConfig:
         return min(model.max_position_embeddings, 8192)
 
     def used_decode_buckets(self) -> tuple[int, ...]:
-        """Decode widths up to and including the first bucket that holds max_concurrency."""
+        """Decode widths up to and including the first bucket that holds max_concurrency.
+
+        Widths under MIN_DECODE_WIDTH are raised to it (one padding row), when the slots allow.
+        """
+        floor = MIN_DECODE_WIDTH if self.max_concurrency >= MIN_DECODE_WIDTH else 1
         out = []
-        for b in sorted(self.decode_buckets):
+        for b in sorted({max(b, floor) for b in self.decode_buckets}):
             out.append(b)
             if b >= self.max_concurrency:
                 break

@@ -6,6 +6,8 @@ Weights are stored input-major: a weight of shape [*in_dims, *out_dims] contract
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -15,11 +17,20 @@ def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None) -> 
     """x [..., *in] . w [*in, *out] -> [..., *out], accumulating in float32.
 
     The result is in `out_dtype` (default: x's dtype); pass float32 for logits.
+
+    Both operands are flattened to one plain 2-D GEMM first: with several output dims (e.g. k/v
+    projections [embed, kv_heads, head_dim]) and a single row, XLA on GPU rewrote the dot into a
+    multiply that materialised an f32 [embed, kv_heads, head_dim] temporary plus a column
+    reduction, which made batch-1 decode 2.2x slower per step than batch 2 (measured on an H200,
+    benchmarks/gemv_layout.py and decode_bench; see benchmarks/results/).
     """
-    n = x.ndim
-    dims = ((tuple(range(n - contract, n)), tuple(range(contract))), ((), ()))
-    out = lax.dot_general(x, w.astype(x.dtype), dims, preferred_element_type=jnp.float32)
-    return out.astype(out_dtype or x.dtype)
+    in_shape, out_shape = w.shape[:contract], w.shape[contract:]
+    lead = x.shape[: x.ndim - contract]
+    k = math.prod(in_shape)
+    x2 = x.reshape((math.prod(lead), k))
+    w2 = w.astype(x.dtype).reshape((k, math.prod(out_shape)))
+    out = lax.dot_general(x2, w2, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+    return out.astype(out_dtype or x.dtype).reshape(lead + out_shape)
 
 
 def embed_lookup(table: jax.Array, tokens: jax.Array) -> jax.Array:
