@@ -18,6 +18,11 @@ Why this shape:
 - Scores and softmax are float32 (exp2 with log2(e) folded into the scale); q is cast to the page dtype
   and probabilities to the value dtype before the dots, as in ref.py, but unnormalised (<= 1, divided
   at the end) where ref.py casts normalised ones: with bf16 pages the two agree to bf16 rounding.
+- fp8 (e4m3) pages come with a float32 scale per (slot, kv head). The kernel loads the fp8 tile and the
+  tile's scale row, converts the tile to q's dtype (exact: every e4m3 value is a bf16 value) and applies
+  the scales where they cost G x BK multiplies instead of BK x D: a key's scale multiplies its score
+  column, a value's scale multiplies its probability column before the P.V dot (the softmax sum uses the
+  unscaled probabilities). ref.py multiplies the pages instead; the two agree to q-dtype rounding.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from jax.experimental.pallas import triton as plgpu
 _LOG2E = math.log2(math.e)
 MIN_DOT_ROWS = 16  # Triton's dot needs every dimension >= 16
 SUPPORTED_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16), jnp.dtype(jnp.float32))
+SCALED_DTYPES = (jnp.dtype(jnp.float8_e4m3fn),)  # pages that need k_scale / v_scale
 MAX_GROUP = 32  # q heads per KV head; a larger group's [G, D] accumulator would spill registers
 PROGRAMS_PER_SM = 2
 H200_SMS = 132  # used when the device does not report its multiprocessor count
@@ -47,7 +53,7 @@ def supports(num_heads: int, kv_heads: int, head_dim: int, page_dtype) -> bool:
         and num_heads // kv_heads <= MAX_GROUP
         and pow2
         and 16 <= head_dim <= 256
-        and jnp.dtype(page_dtype) in SUPPORTED_DTYPES
+        and jnp.dtype(page_dtype) in SUPPORTED_DTYPES + SCALED_DTYPES
     )
 
 
@@ -75,10 +81,12 @@ def default_num_splits(batch: int, kv_heads: int, max_tokens: int, block_tokens:
 
 
 def _decode_kernel(
-    lo_ref, hi_ref, tables_ref, q_ref, k_ref, v_ref, *out_refs,
+    lo_ref, hi_ref, tables_ref, q_ref, k_ref, v_ref, *refs,
     kv_heads: int, page_size: int, pages_per_row: int, block_tokens: int, num_splits: int,
-    scale_log2: float, normalize: bool,
+    scale_log2: float, normalize: bool, scaled: bool,
 ):
+    ks_ref, vs_ref = refs[:2] if scaled else (None, None)
+    out_refs = refs[2:] if scaled else refs
     b, h, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
     lo = lo_ref[b]
     hi = hi_ref[b]
@@ -87,7 +95,7 @@ def _decode_kernel(
     end = jnp.minimum(hi, start + per_split)
     num_blocks = pl.cdiv(jnp.maximum(end - start, 0), block_tokens)
 
-    q = q_ref[...]  # [GP, D], already in the page dtype
+    q = q_ref[...]  # [GP, D], already in the page dtype (q's own dtype for fp8 pages)
     rows, head_dim = q.shape
     offsets = lax.broadcasted_iota(jnp.int32, (block_tokens,), 0)
     cols = lax.broadcasted_iota(jnp.int32, (1, head_dim), 1)
@@ -98,19 +106,25 @@ def _decode_kernel(
         valid = tok < end
         block = lax.div(tok, page_size)
         page = plgpu.load(tables_ref.at[b * pages_per_row + block], mask=valid, other=0)
-        row = ((page * page_size + lax.rem(tok, page_size)) * kv_heads + h)[:, None]
+        flat = (page * page_size + lax.rem(tok, page_size)) * kv_heads + h
+        row = flat[:, None]
         valid2 = jnp.broadcast_to(valid[:, None], (block_tokens, head_dim))
         # Both indices as arrays ([BK, 1] x [1, D]): a gather the interpreter can also run.
         k = plgpu.load(k_ref.at[row, cols], mask=valid2, other=0)
         v = plgpu.load(v_ref.at[row, cols], mask=valid2, other=0)
 
-        scores = plgpu.dot(q, k, trans_b=True) * scale_log2  # [GP, BK] f32, log2 domain
-        scores = jnp.where(valid[None, :], scores, -jnp.inf)
+        scores = plgpu.dot(q, k.astype(q.dtype), trans_b=True)  # [GP, BK] f32
+        if scaled:
+            k_scale = plgpu.load(ks_ref.at[flat], mask=valid, other=0.0)
+            v_scale = plgpu.load(vs_ref.at[flat], mask=valid, other=0.0)
+            scores = scores * k_scale[None, :]
+        scores = jnp.where(valid[None, :], scores * scale_log2, -jnp.inf)  # log2 domain
         m_next = jnp.maximum(m_prev, jnp.max(scores, axis=1))
         correction = jnp.exp2(m_prev - m_next)
         p = jnp.exp2(scores - m_next[:, None])
         l_next = l_prev * correction + jnp.sum(p, axis=1)
-        acc = acc * correction[:, None] + plgpu.dot(p.astype(v.dtype), v)
+        pv = p * v_scale[None, :] if scaled else p
+        acc = acc * correction[:, None] + plgpu.dot(pv.astype(q.dtype), v.astype(q.dtype))
         return acc, m_next, l_next
 
     init = (
@@ -152,6 +166,8 @@ def paged_decode_attention(
     block_tables: jax.Array,
     kv_start: jax.Array,
     kv_end: jax.Array,
+    k_scale: jax.Array | None = None,
+    v_scale: jax.Array | None = None,
     *,
     scale: float,
     block_tokens: int | None = None,
@@ -163,17 +179,23 @@ def paged_decode_attention(
     """q [B, H, D] attends to keys kv_start[b] <= j < kv_end[b] of its row's pages -> [B, H, D].
 
     k_pages, v_pages: [num_pages, page_size, KVH, D]; block_tables int32 [B, P]; the caller makes sure
-    kv_end[b] <= P * page_size. Rows with an empty interval return zeros.
+    kv_end[b] <= P * page_size. Rows with an empty interval return zeros. fp8 pages need k_scale and
+    v_scale, float32 [num_pages, page_size, KVH] (value = page * scale); the math then runs in q's dtype.
     """
+    scaled = jnp.dtype(k_pages.dtype) in SCALED_DTYPES
+    if scaled != (k_scale is not None and v_scale is not None):
+        raise ValueError(f"{k_pages.dtype} pages {'need' if scaled else 'take no'} k_scale and v_scale")
+    compute = q.dtype if scaled else k_pages.dtype
     b, h, d = q.shape
     n, ps, kvh, _ = k_pages.shape
     p = block_tables.shape[1]
     g = h // kvh
     gp = max(MIN_DOT_ROWS, pl.next_power_of_2(g))
-    bk = block_tokens or default_block_tokens(d, k_pages.dtype)
+    # fp8 tiles become q-dtype tiles in registers: size them like pages of that dtype.
+    bk = block_tokens or default_block_tokens(d, compute)
     splits = num_splits or default_num_splits(b, kvh, p * ps, bk)
 
-    qg = q.astype(k_pages.dtype).reshape(b, kvh, g, d)
+    qg = q.astype(compute).reshape(b, kvh, g, d)
     qg = jnp.pad(qg, ((0, 0), (0, 0), (0, gp - g), (0, 0)))
     k_rows = k_pages.reshape(n * ps * kvh, d)  # row (slot * KVH + head): a free reshape
     v_rows = v_pages.reshape(n * ps * kvh, d)
@@ -187,6 +209,10 @@ def paged_decode_attention(
         pl.BlockSpec((None, None, gp, d), lambda i, j, s: (i, j, 0, 0)),
         whole(k_rows.shape), whole(v_rows.shape),
     ]
+    scale_rows = ()
+    if scaled:  # row (slot * KVH + head), like the pages
+        scale_rows = (k_scale.astype(jnp.float32).reshape(-1), v_scale.astype(jnp.float32).reshape(-1))
+        in_specs += [whole(scale_rows[0].shape), whole(scale_rows[1].shape)]
     normalize = splits == 1
     if normalize:
         out_shape = [jax.ShapeDtypeStruct((b, kvh, gp, d), q.dtype)]
@@ -204,7 +230,7 @@ def paged_decode_attention(
         ]
     kernel = functools.partial(
         _decode_kernel, kv_heads=kvh, page_size=ps, pages_per_row=p, block_tokens=bk,
-        num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize,
+        num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, scaled=scaled,
     )
     outs = pl.pallas_call(
         kernel,
@@ -214,8 +240,8 @@ def paged_decode_attention(
         out_shape=out_shape,
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
         interpret=interpret,
-        name=f"paged_decode_attention_g{gp}_d{d}_bk{bk}_s{splits}",
-    )(lo, hi, tables, qg, k_rows, v_rows)
+        name=f"paged_decode_attention_g{gp}_d{d}_bk{bk}_s{splits}{'_fp8' if scaled else ''}",
+    )(lo, hi, tables, qg, k_rows, v_rows, *scale_rows)
 
     out = outs[0] if normalize else _merge_splits(*outs)
     return out[:, :, :g].reshape(b, h, d).astype(q.dtype)

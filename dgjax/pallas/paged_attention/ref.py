@@ -3,12 +3,53 @@
 Each row gathers its own pages through the block table into a dense [P * page_size] key sequence; key j
 of row b is visible to a query at position p iff j < context_lens[b], j <= p and (with a sliding window
 W) j > p - W. Scores and softmax in float32; GQA by grouping query heads over their KV head.
+
+Pages are either plain arrays (bf16/f16/f32) or `QuantizedPages`: fp8 e4m3 values with one float32 scale
+per (slot, kv head), quantized by `write_kv` and dequantized (values * scale) before the math.
 """
 
 from __future__ import annotations
 
+import flax
 import jax
 import jax.numpy as jnp
+
+FP8_DTYPE = jnp.dtype(jnp.float8_e4m3fn)
+FP8_MAX = 448.0  # largest finite e4m3fn value; larger inputs would turn into NaN, so they are clipped
+
+
+@flax.struct.dataclass
+class QuantizedPages:
+    """One layer's fp8 K or V pages: value[n, s, h, :] = values[n, s, h, :] * scales[n, s, h].
+
+    Scales are float32, not bf16: a bf16 scale rounded below amax / 448 would push the row's largest element
+    past 448 (clipped), and the 4 bytes per (token, kv head) are 3% of a head_dim-128 fp8 row.
+    """
+
+    values: jax.Array  # float8_e4m3fn [num_pages, page_size, KVH, D]
+    scales: jax.Array  # float32 [num_pages, page_size, KVH]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.values.shape
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+
+def quantize_fp8(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """x [..., D] -> (e4m3 values [..., D], float32 scales [...]) with scale = amax over D / 448 (1 for all-zero rows)."""
+    x = x.astype(jnp.float32)
+    scale = jnp.max(jnp.abs(x), axis=-1) / jnp.float32(FP8_MAX)
+    scale = jnp.where(scale > 0.0, scale, jnp.float32(1.0))
+    values = jnp.clip(x / scale[..., None], -FP8_MAX, FP8_MAX).astype(FP8_DTYPE)
+    return values, scale
+
+
+def dequantize_fp8(values: jax.Array, scales: jax.Array, dtype) -> jax.Array:
+    """values [..., D] * scales [...] in float32, returned in `dtype`."""
+    return (values.astype(jnp.float32) * scales[..., None]).astype(dtype)
 
 
 def kv_slots(positions: jax.Array, query_lens: jax.Array, block_tables: jax.Array, page_size: int) -> jax.Array:
@@ -34,7 +75,25 @@ def write_kv(
         out = pages.reshape(n * ps, kvh, d).at[flat].set(x.reshape(-1, kvh, d).astype(pages.dtype))
         return out.reshape(n, ps, kvh, d)
 
+    def put_fp8(pages: QuantizedPages, x: jax.Array) -> QuantizedPages:
+        values, scales = quantize_fp8(x)
+        new_scales = pages.scales.reshape(n * ps, kvh).at[flat].set(scales.reshape(-1, kvh))
+        return QuantizedPages(values=put(pages.values, values), scales=new_scales.reshape(n, ps, kvh))
+
+    if isinstance(k_pages, QuantizedPages):
+        return put_fp8(k_pages, k), put_fp8(v_pages, v)
     return put(k_pages, k), put(v_pages, v)
+
+
+def _gather_rows(pages, block_tables: jax.Array, dtype) -> jax.Array:
+    """Each row's pages as one [B, P * page_size, KVH, D] sequence; fp8 pages dequantized to `dtype`."""
+    b, p = block_tables.shape
+    _, ps, kvh, d = pages.shape
+    if isinstance(pages, QuantizedPages):
+        x = dequantize_fp8(pages.values[block_tables], pages.scales[block_tables], dtype)
+    else:
+        x = pages[block_tables]
+    return x.reshape(b, p * ps, kvh, d)
 
 
 def paged_attention(
@@ -49,12 +108,15 @@ def paged_attention(
     scale: float,
     sliding_window: int | None = None,
 ) -> jax.Array:
-    """q [B, T, H, D] against each row's paged keys -> [B, T, H, D] in q's dtype (padding queries: 0)."""
+    """q [B, T, H, D] against each row's paged keys -> [B, T, H, D] in q's dtype (padding queries: 0).
+
+    fp8 pages are dequantized to q's dtype, which then plays the page dtype's role below.
+    """
     b, t, h, d = q.shape
     _, ps, kvh, _ = k_pages.shape
     p = block_tables.shape[1]
-    k = k_pages[block_tables].reshape(b, p * ps, kvh, d)
-    v = v_pages[block_tables].reshape(b, p * ps, kvh, d)
+    k = _gather_rows(k_pages, block_tables, q.dtype)
+    v = _gather_rows(v_pages, block_tables, q.dtype)
     qg = q.astype(k.dtype).reshape(b, t, kvh, h // kvh, d)
     s = jnp.einsum("btkgd,bskd->bkgts", qg, k, preferred_element_type=jnp.float32) * scale
 

@@ -1,0 +1,119 @@
+"""Where a decode step's time goes: a device trace of the real engine, summed per kernel.
+
+Runs one stream (or C streams) through the engine on random weights, captures a JAX profiler trace
+of a steady stretch of decode ticks, and prints the kernels that take the time, the device-busy
+share of the traced wall time (1 - busy share is the device-idle share the issue asks about), and
+kernel launches per tick. Reads the Perfetto JSON trace that `jax.profiler` writes, so nothing
+beyond jax is needed.
+
+    python -m benchmarks.profile_decode --preset llama-3.1-8b --concurrency 1 --out $OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import gzip
+import json
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from benchmarks.engine_runs import BenchEngine
+from benchmarks.presets import write_model_dir
+from dgjax.config import EngineConfig
+
+
+def _device_events(trace_path: str) -> list[dict]:
+    with gzip.open(trace_path, "rt") as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    pids = {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            pids[e["pid"]] = e.get("args", {}).get("name", "")
+    gpu_pids = {p for p, n in pids.items() if "gpu" in n.lower() and "host" not in n.lower()}
+    threads = {(e["pid"], e["tid"]): e.get("args", {}).get("name", "") for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    streams = {k for k, n in threads.items() if k[0] in gpu_pids and "stream" in n.lower()}
+    # kernels live on the "Stream #..." lines; op-level lines would count the same time twice
+    keep = (lambda e: (e["pid"], e.get("tid")) in streams) if streams else (lambda e: e["pid"] in gpu_pids)
+    return [e for e in events if e.get("ph") == "X" and e.get("pid") in gpu_pids and "dur" in e and keep(e)]
+
+
+def summarize(trace_path: str, ticks: int, top: int) -> str:
+    events = _device_events(trace_path)
+    if not events:
+        return f"no device events found in {trace_path}"
+    start = min(e["ts"] for e in events)
+    end = max(e["ts"] + e["dur"] for e in events)
+    by_name: dict[str, list[float]] = collections.defaultdict(list)
+    intervals = []
+    for e in events:
+        by_name[e["name"]].append(e["dur"])
+        intervals.append((e["ts"], e["ts"] + e["dur"]))
+    intervals.sort()
+    busy, cur_s, cur_e = 0.0, None, None
+    for s, t in intervals:
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                busy += cur_e - cur_s
+            cur_s, cur_e = s, t
+        else:
+            cur_e = max(cur_e, t)
+    busy += cur_e - cur_s
+    wall = end - start
+    lines = [f"traced {wall / 1e3:.2f} ms of device time line, busy {busy / 1e3:.2f} ms "
+             f"({100 * busy / wall:.1f}%), idle share {100 * (1 - busy / wall):.1f}%; "
+             f"{len(events)} kernels ({len(events) / max(ticks, 1):.0f} per tick over {ticks} ticks)",
+             f"{'kernel':70s} {'calls':>6s} {'total ms':>9s} {'us/call':>8s} {'share':>6s}"]
+    total = sum(sum(v) for v in by_name.values())
+    for name, durs in sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:top]:
+        lines.append(f"{name[:70]:70s} {len(durs):6d} {sum(durs) / 1e3:9.2f} {np.mean(durs):8.1f} "
+                     f"{100 * sum(durs) / total:5.1f}%")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--preset", default="llama-3.1-8b")
+    p.add_argument("--concurrency", type=int, default=1)
+    p.add_argument("--context", type=int, default=1024)
+    p.add_argument("--ticks", type=int, default=30)
+    p.add_argument("--top", type=int, default=30)
+    p.add_argument("--out", default=None)
+    a = p.parse_args()
+    import jax
+
+    out = a.out or tempfile.mkdtemp(prefix="dgjax-profile-")
+    model_dir = write_model_dir(a.preset, tempfile.mkdtemp(prefix="dgjax-model-"))
+    mml = a.context + 4 * a.ticks + 64
+    cfg = EngineConfig(dtype="bfloat16", load_format="dummy", max_model_len=mml,
+                       max_concurrency=max(a.concurrency, 2), decode_buckets=(a.concurrency,),
+                       prefill_buckets=(256,), enable_prefix_cache=False, aot_logprob_variants=False)
+    be = BenchEngine(model_dir, cfg, print)
+    rng = np.random.default_rng(0)
+    try:
+        # a first run compiles nothing new but warms every path; the traced run decodes 4x ticks
+        be.decode(rng, a.context, a.concurrency, 8, timeout_s=300)
+        trace_dir = os.path.join(out, "trace")
+        prompts = be.prompts(rng, a.concurrency, a.context)
+        jax.profiler.start_trace(trace_dir, create_perfetto_trace=True)
+        t0 = time.perf_counter()
+        be.decode(rng, a.context, a.concurrency, 4 * a.ticks, timeout_s=300)
+        jax.profiler.stop_trace()
+        print(f"traced run took {time.perf_counter() - t0:.2f} s wall", flush=True)
+        del prompts
+    finally:
+        be.close()
+    paths = sorted(glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True))
+    if not paths:
+        raise SystemExit(f"no perfetto trace under {trace_dir}")
+    print(summarize(paths[-1], 4 * a.ticks, a.top), flush=True)
+
+
+if __name__ == "__main__":
+    main()
