@@ -8,6 +8,8 @@ Dispatch of `paged_attention` (decided at trace time):
 - impl "kernel": the decode kernel for every T == 1 call it supports, on any platform (through the Pallas
   interpreter off GPU); the reference for T > 1 (there is no prefill kernel yet) and, with a logged
   warning, for decode shapes the kernel does not support.
+Pages are arrays or fp8 `QuantizedPages` (values + per-(slot, kv head) scales): `write_kv` quantizes into
+them, the reference dequantizes them, and the decode kernel dequantizes in-kernel.
 `impl=None` reads DGJAX_ATTENTION (ref | kernel | auto, default auto) at trace time, so one process can
 trace both paths by setting the variable before each `jit`.
 """
@@ -21,6 +23,12 @@ import jax
 import jax.numpy as jnp
 
 from dgjax.pallas.paged_attention import kernel, ref
+from dgjax.pallas.paged_attention.ref import FP8_DTYPE, QuantizedPages, dequantize_fp8, quantize_fp8
+
+__all__ = [
+    "FP8_DTYPE", "QuantizedPages", "dequantize_fp8", "quantize_fp8",
+    "kv_slots", "write_kv", "resolve_impl", "decode_window", "paged_attention",
+]
 
 IMPLS = ("auto", "ref", "kernel")
 ENV_VAR = "DGJAX_ATTENTION"
@@ -35,7 +43,10 @@ def kv_slots(positions: jax.Array, query_lens: jax.Array, block_tables: jax.Arra
 def write_kv(
     k_pages: jax.Array, v_pages: jax.Array, k: jax.Array, v: jax.Array, slots: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
-    """Store this step's k, v [B, T, KVH, D] at `slots` of one layer's pages; returns the new pages."""
+    """Store this step's k, v [B, T, KVH, D] at `slots` of one layer's pages; returns the new pages.
+
+    Pages may be `QuantizedPages` (then k, v are quantized to fp8 per token and kv head).
+    """
     return ref.write_kv(k_pages, v_pages, k, v, slots)
 
 
@@ -80,6 +91,9 @@ def paged_attention(
     chosen = resolve_impl(impl)
     b, t, h, d = q.shape
     _, page_size, kvh, _ = k_pages.shape
+    scaled = isinstance(k_pages, QuantizedPages)
+    if scaled != isinstance(v_pages, QuantizedPages):
+        raise TypeError("K and V pages must both be QuantizedPages or both be arrays")
     supported = kernel.supports(h, kvh, d, k_pages.dtype) and k_pages.dtype == v_pages.dtype
     on_gpu = jax.default_backend() == "gpu"
     if chosen == "kernel" and t == 1 and not supported:
@@ -94,7 +108,13 @@ def paged_attention(
     start, end = decode_window(
         context_lens, positions, query_lens, block_tables.shape[1] * page_size, sliding_window
     )
-    out = kernel.paged_decode_attention(
-        q[:, 0], k_pages, v_pages, block_tables, start, end, scale=scale, interpret=not on_gpu,
-    )
+    if scaled:
+        out = kernel.paged_decode_attention(
+            q[:, 0], k_pages.values, v_pages.values, block_tables, start, end, k_pages.scales, v_pages.scales,
+            scale=scale, interpret=not on_gpu,
+        )
+    else:
+        out = kernel.paged_decode_attention(
+            q[:, 0], k_pages, v_pages, block_tables, start, end, scale=scale, interpret=not on_gpu,
+        )
     return out[:, None]
