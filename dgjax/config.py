@@ -113,6 +113,8 @@ class EngineConfig:
     """What the engine decides independently of the model: buckets, paging, limits, dtypes."""
 
     dtype: str = "auto"  # auto (checkpoint's torch_dtype) | bfloat16 | float32
+    # KV pages: auto (= dtype) | bfloat16 | float32 | fp8_e4m3 (alias fp8; e4m3 + per-token-head f32 scales)
+    kv_cache_dtype: str = "auto"
     load_format: str = "safetensors"  # safetensors | dummy (random weights on device: benchmarks)
     max_model_len: int | None = None  # None: min(model's max_position_embeddings, 8192)
     max_concurrency: int = 16  # decode slots; also the largest decode bucket used

@@ -38,6 +38,9 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     e = p.add_argument_group("engine")
     e.add_argument("--model", default=None, help="HF model folder (default: checkpoints/tiny-chat)")
     e.add_argument("--dtype", default=d.dtype, choices=["auto", "bfloat16", "float32"])
+    e.add_argument("--kv-cache-dtype", default=d.kv_cache_dtype,
+                   choices=["auto", "bfloat16", "float32", "fp8_e4m3", "fp8"],
+                   help="KV cache pages: auto (= --dtype) or fp8_e4m3 (alias fp8: e4m3 with per-token-head scales)")
     e.add_argument("--load-format", default=d.load_format, choices=["safetensors", "dummy"],
                    help="dummy: random weights created on the device (benchmarks)")
     e.add_argument("--max-model-len", type=int, default=None)
@@ -64,6 +67,7 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
 def engine_config_from_args(a: argparse.Namespace) -> EngineConfig:
     return EngineConfig(
         dtype=a.dtype,
+        kv_cache_dtype=a.kv_cache_dtype,
         load_format=a.load_format,
         max_model_len=a.max_model_len,
         max_concurrency=a.max_concurrency,

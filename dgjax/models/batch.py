@@ -16,6 +16,7 @@ from jax.sharding import Mesh
 
 from dgjax.config import ModelConfig
 from dgjax.models.params import ParamSpec, map_specs, param_shardings, zeros_init
+from dgjax.pallas.paged_attention.api import FP8_DTYPE, QuantizedPages
 from dgjax.sharding import ShardingRules
 
 
@@ -30,8 +31,12 @@ class ForwardBatch:
 
 @flax.struct.dataclass
 class KVCache:
-    k: tuple[jax.Array, ...]  # per layer [num_pages, page_size, kv_heads, head_dim]
-    v: tuple[jax.Array, ...]
+    """Per-layer K and V pages: arrays [num_pages, page_size, kv_heads, head_dim] in the cache dtype, or for
+    an fp8 cache `QuantizedPages` (e4m3 values of that shape + float32 scales [num_pages, page_size, kv_heads]).
+    The scales live inside each layer's page node so model code passes pages through unchanged."""
+
+    k: tuple[jax.Array | QuantizedPages, ...]
+    v: tuple[jax.Array | QuantizedPages, ...]
 
     @property
     def page_size(self) -> int:
@@ -43,11 +48,32 @@ class KVCache:
 
 
 KV_AXES = ("pages", None, "kv_heads", "head_dim")
+KV_SCALE_AXES = ("pages", None, "kv_heads")  # scales shard like the heads they scale
+KV_SCALE_DTYPE = jnp.float32
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float32", "fp8_e4m3", "fp8")  # "fp8" is vLLM's alias of fp8_e4m3
+
+
+def resolve_kv_cache_dtype(kv_cache_dtype: str, model_dtype) -> jnp.dtype:
+    """The cache's page dtype: "auto" -> the model dtype, "fp8"/"fp8_e4m3" -> float8_e4m3fn (scaled pages)."""
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise ValueError(f"kv_cache_dtype must be one of {KV_CACHE_DTYPES}, got {kv_cache_dtype!r}")
+    if kv_cache_dtype in ("fp8", "fp8_e4m3"):
+        return FP8_DTYPE
+    return jnp.dtype(model_dtype) if kv_cache_dtype == "auto" else jnp.dtype(kv_cache_dtype)
+
+
+def is_scaled_kv_dtype(dtype) -> bool:
+    """Whether pages of this dtype carry per-(slot, kv head) scales (QuantizedPages)."""
+    return jnp.dtype(dtype) == FP8_DTYPE
 
 
 def kv_cache_specs(cfg: ModelConfig, num_pages: int, page_size: int, dtype) -> KVCache:
-    """The cache as a KVCache of ParamSpecs (zeros), for shardings and AOT lowering."""
-    spec = ParamSpec((num_pages, page_size, cfg.num_key_value_heads, cfg.head_dim), dtype, KV_AXES, zeros_init)
+    """The cache as a KVCache of ParamSpecs (zeros), for shardings and AOT lowering; fp8: QuantizedPages specs."""
+    shape = (num_pages, page_size, cfg.num_key_value_heads, cfg.head_dim)
+    spec = ParamSpec(shape, dtype, KV_AXES, zeros_init)
+    if is_scaled_kv_dtype(dtype):
+        scales = ParamSpec(shape[:3], KV_SCALE_DTYPE, KV_SCALE_AXES, zeros_init)
+        spec = QuantizedPages(values=spec, scales=scales)
     n = cfg.num_hidden_layers
     return KVCache(k=(spec,) * n, v=(spec,) * n)
 
@@ -67,6 +93,8 @@ def create_kv_cache(
 
 
 def kv_bytes_per_page(cfg: ModelConfig, page_size: int, dtype) -> int:
-    """Bytes one page takes across all layers, K and V."""
+    """Bytes one page takes across all layers, K and V (with their scales for fp8)."""
     per_layer = page_size * cfg.num_key_value_heads * cfg.head_dim * jnp.dtype(dtype).itemsize
+    if is_scaled_kv_dtype(dtype):
+        per_layer += page_size * cfg.num_key_value_heads * jnp.dtype(KV_SCALE_DTYPE).itemsize
     return 2 * cfg.num_hidden_layers * per_layer

@@ -18,7 +18,7 @@ from dgjax import sharding
 from dgjax.checkpoint.loader import load_params
 from dgjax.config import EngineConfig, ModelConfig
 from dgjax.models.params import init_params, resolve_dtype
-from dgjax.models.batch import create_kv_cache, kv_bytes_per_page
+from dgjax.models.batch import create_kv_cache, kv_bytes_per_page, resolve_kv_cache_dtype
 from dgjax.models.registry import get_family
 from dgjax.runtime.device_state import create_device_state
 from dgjax.runtime.executor import Executor
@@ -48,7 +48,10 @@ def _free_device_bytes(device) -> int | None:
 
 
 def plan_num_pages(cfg: ModelConfig, ecfg: EngineConfig, max_model_len: int, dtype, mesh) -> int:
-    """Pages for the KV pool: explicit, or from a byte budget, never fewer than one full sequence."""
+    """Pages for the KV pool: explicit, or from a byte budget, never fewer than one full sequence.
+
+    `dtype` is the KV cache's page dtype (float8_e4m3fn pages also hold their scales).
+    """
     page_bytes = kv_bytes_per_page(cfg, ecfg.page_size, dtype)
     pages_per_seq = math.ceil(max_model_len / ecfg.page_size)
     wanted = ecfg.max_concurrency * pages_per_seq + 1
@@ -70,9 +73,9 @@ def plan_num_pages(cfg: ModelConfig, ecfg: EngineConfig, max_model_len: int, dty
             "--max-model-len or give the cache more memory"
         )
     log.info(
-        "memory plan: KV page = %d tokens x %.1f KiB; pool = %d pages (%.1f MiB, %d tokens); "
+        "memory plan: KV page (%s) = %d tokens x %.1f KiB; pool = %d pages (%.1f MiB, %d tokens); "
         "a sequence spans up to %d pages (max_model_len %d)",
-        ecfg.page_size, page_bytes / 1024, num, num * page_bytes / 2**20,
+        jnp.dtype(dtype).name, ecfg.page_size, page_bytes / 1024, num, num * page_bytes / 2**20,
         (num - 1) * ecfg.page_size, pages_per_seq, max_model_len,
     )
     return num
@@ -96,8 +99,9 @@ def load_model(model_dir: str, cfg: ModelConfig, ecfg: EngineConfig, max_model_l
     log.info("weights: %.1f MiB in %s loaded in %.2fs on %d device(s) (%s)",
              nbytes / 2**20, jnp.dtype(dtype).name, time.perf_counter() - t0, mesh.size,
              mesh.devices.flat[0].platform)
-    num_pages = plan_num_pages(cfg, ecfg, max_model_len, dtype, mesh)
-    kv = create_kv_cache(cfg, num_pages, ecfg.page_size, dtype, mesh, rules)
+    kv_dtype = resolve_kv_cache_dtype(ecfg.kv_cache_dtype, dtype)
+    num_pages = plan_num_pages(cfg, ecfg, max_model_len, kv_dtype, mesh)
+    kv = create_kv_cache(cfg, num_pages, ecfg.page_size, kv_dtype, mesh, rules)
     replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
     state = create_device_state(kv, ecfg.max_concurrency, cfg.vocab_size, replicated)
     pool = PagePool(num_pages, ecfg.page_size, enable_prefix_cache=ecfg.enable_prefix_cache)

@@ -111,10 +111,11 @@ def test_dispatch_rules(monkeypatch):
     assert _uses_kernel(call(None), *args)
     monkeypatch.setenv(api.ENV_VAR, "ref")
     assert not _uses_kernel(call(None), *args)
-    # Prefill chunks (T > 1) always take the reference, even when the kernel is forced.
+    # Prefill chunks (T > 1) take the prefill kernel when kernels are forced, the reference with "ref".
     q2 = jnp.concatenate([q, q], axis=1)
-    pos2 = jnp.concatenate([pos, pos], axis=1)
-    assert not _uses_kernel(call("kernel"), q2, k, v, tables, ctx, pos2, qlen)
+    pos2 = jnp.concatenate([pos, pos + 1], axis=1)
+    assert _uses_kernel(call("kernel"), q2, k, v, tables, ctx, pos2, qlen)
+    assert not _uses_kernel(call("ref"), q2, k, v, tables, ctx, pos2, qlen)
     monkeypatch.setenv(api.ENV_VAR, "fast")
     with pytest.raises(ValueError, match="attention impl"):
         api.paged_attention(*args, scale=0.125)

@@ -2,12 +2,11 @@
 
 Dispatch of `paged_attention` (decided at trace time):
 - impl "ref": the pure-jnp reference (ref.py) everywhere.
-- impl "auto" (default): the Pallas decode kernel (kernel.py) when the default backend is a GPU, the step
-  is decode (T == 1) and `kernel.supports` the head layout and page dtype; the reference otherwise
-  (CPU, prefill chunks, mixed batches padded to T > 1, unusual head_dim).
-- impl "kernel": the decode kernel for every T == 1 call it supports, on any platform (through the Pallas
-  interpreter off GPU); the reference for T > 1 (there is no prefill kernel yet) and, with a logged
-  warning, for decode shapes the kernel does not support.
+- impl "auto" (default): on a GPU, the Pallas decode kernel (kernel.py) for T == 1 and the paged prefill
+  flash-attention kernel (dgjax/pallas/paged_prefill) for T > 1, each where its `supports` accepts the
+  head layout and page dtype; the reference otherwise (CPU, unusual head_dim).
+- impl "kernel": the same kernels on any platform (through the Pallas interpreter off GPU); with a logged
+  warning, the reference for shapes a kernel does not support.
 Pages are arrays or fp8 `QuantizedPages` (values + per-(slot, kv head) scales): `write_kv` quantizes into
 them, the reference dequantizes them, and the decode kernel dequantizes in-kernel.
 `impl=None` reads DGJAX_ATTENTION (ref | kernel | auto, default auto) at trace time, so one process can
@@ -22,6 +21,7 @@ import os
 import jax
 import jax.numpy as jnp
 
+from dgjax.pallas import paged_prefill
 from dgjax.pallas.paged_attention import kernel, ref
 from dgjax.pallas.paged_attention.ref import FP8_DTYPE, QuantizedPages, dequantize_fp8, quantize_fp8
 
@@ -99,6 +99,15 @@ def paged_attention(
     if chosen == "kernel" and t == 1 and not supported:
         log.warning("paged decode kernel does not support heads %d/%d x %d with pages %s/%s: using the reference",
                     h, kvh, d, k_pages.dtype, v_pages.dtype)
+    if t > 1 and (chosen == "kernel" or (chosen == "auto" and on_gpu)):
+        if paged_prefill.supports(h, kvh, d, k_pages.dtype, v_pages.dtype):
+            return paged_prefill.paged_prefill_attention(
+                q, k_pages, v_pages, block_tables, context_lens, positions, query_lens,
+                scale=scale, sliding_window=sliding_window, interpret=not on_gpu,
+            )
+        if chosen == "kernel":
+            log.warning("paged prefill kernel does not support heads %d/%d x %d with pages %s/%s: using "
+                        "the reference", h, kvh, d, k_pages.dtype, v_pages.dtype)
     use_kernel = t == 1 and supported and (chosen == "kernel" or (chosen == "auto" and on_gpu))
     if not use_kernel:
         return ref.paged_attention(

@@ -39,9 +39,13 @@ class QuantizedPages:
 
 
 def quantize_fp8(x: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """x [..., D] -> (e4m3 values [..., D], float32 scales [...]) with scale = amax over D / 448 (1 for all-zero rows)."""
+    """x [..., D] -> (e4m3 values [..., D], float32 scales [...]) with scale = amax over D / 448 (1 for all-zero rows).
+
+    The scale is amax * float32(1 / 448), spelled as that product because XLA rewrites division by a
+    constant into it anyway; the values are x / scale, clipped to +-448 (e4m3fn would turn overflow into NaN).
+    """
     x = x.astype(jnp.float32)
-    scale = jnp.max(jnp.abs(x), axis=-1) / jnp.float32(FP8_MAX)
+    scale = jnp.max(jnp.abs(x), axis=-1) * jnp.float32(1.0 / FP8_MAX)
     scale = jnp.where(scale > 0.0, scale, jnp.float32(1.0))
     values = jnp.clip(x / scale[..., None], -FP8_MAX, FP8_MAX).astype(FP8_DTYPE)
     return values, scale
