@@ -7,6 +7,7 @@ how many tokens that holds, and how many pages a single sequence can span.
 from __future__ import annotations
 
 import dataclasses
+import os
 import logging
 import math
 import time
@@ -17,6 +18,7 @@ import jax.numpy as jnp
 from dgjax import sharding
 from dgjax.checkpoint.loader import load_params
 from dgjax.config import EngineConfig, ModelConfig
+from dgjax.pallas.paged_attention.api import ENV_VAR as ATTENTION_ENV
 from dgjax.models.params import init_params, resolve_dtype
 from dgjax.models.batch import create_kv_cache, kv_bytes_per_page, resolve_kv_cache_dtype
 from dgjax.models.registry import get_family
@@ -81,10 +83,21 @@ def plan_num_pages(cfg: ModelConfig, ecfg: EngineConfig, max_model_len: int, dty
     return num
 
 
+def _keep_kernels_off_sharded_meshes(mesh) -> None:
+    """The Pallas attention kernels have no partitioning rule yet: on a tensor-parallel mesh XLA would
+    all-gather every layer's KV pages around them each step. Until they run under shard_map, a sharded
+    engine uses the reference attention unless the user chose otherwise."""
+    if mesh.size > 1 and not os.environ.get(ATTENTION_ENV):
+        os.environ[ATTENTION_ENV] = "ref"
+        log.info("tensor parallel %d: attention uses the reference path (%s=ref); the Pallas kernels "
+                 "are single-device for now", mesh.size, ATTENTION_ENV)
+
+
 def load_model(model_dir: str, cfg: ModelConfig, ecfg: EngineConfig, max_model_len: int) -> LoadedModel:
     family = get_family(cfg)
     dtype = resolve_dtype(cfg.torch_dtype, ecfg.dtype)
     mesh = sharding.make_mesh(ecfg.tensor_parallel)
+    _keep_kernels_off_sharded_meshes(mesh)
     rules = sharding.DEFAULT_RULES
     t0 = time.perf_counter()
     if ecfg.load_format == "dummy":
