@@ -38,7 +38,8 @@ def test_fp8_cache_holds_e4m3_values_and_float32_scales_sharded_like_kv_heads():
     assert layer.scales.shape == (10, 4, 2) and layer.scales.dtype == jnp.float32
     assert cache.page_size == 4 and cache.num_pages == 10
     leaves = jax.tree.leaves(cache)
-    assert len(leaves) == 4 * CFG.num_hidden_layers and all(float(jnp.abs(x.astype(jnp.float32)).max()) == 0 for x in leaves)
+    assert len(leaves) == 4 * CFG.num_hidden_layers
+    assert all(float(jnp.abs(x.astype(jnp.float32)).max()) == 0 for x in leaves)
     assert kv_bytes_per_page(CFG, 4, FP8) * 10 == sum(x.nbytes for x in leaves)
     spec = kv_cache_specs(CFG, 10, 4, FP8).k[0]
     assert spec.values.axes == ("pages", None, "kv_heads", "head_dim")
