@@ -8,12 +8,10 @@ is therefore seen one tick late and the extra token is dropped.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import logging
 import queue
 import threading
-import time
 from typing import Callable
 
 import jax
@@ -23,7 +21,7 @@ from dgjax.config import EngineConfig, ModelConfig
 from dgjax.runtime import compile_cache
 from dgjax.runtime.loading import LoadedModel, load_model
 from dgjax.runtime.output_processor import OutputProcessor
-from dgjax.runtime.scheduler import PrefillWork, QueueFullError, Scheduler, Sequence, SeqState
+from dgjax.runtime.scheduler import PrefillWork, QueueFullError, Scheduler, Sequence
 from dgjax.runtime.types import (
     FinishReason, GenerationRequest, RequestOutput, TokenLogprob,
 )
@@ -85,10 +83,7 @@ class Engine:
         self._loaded = load_model(self.model_dir, self.model_config, self.config, self.max_model_len)
         ex = self._loaded.executor
         self.compile_summary = ex.compile_all(progress)
-        self.scheduler = Scheduler(
-            self._loaded.pool, ex.num_slots, self.max_model_len,
-            ex.prefill_chunk_size,
-        )
+        self.scheduler = Scheduler(self._loaded.pool, ex.num_slots, ex.prefill_chunk_size)
 
     def start(self, progress: Callable[[str], None] | None = None) -> None:
         self.load(progress)
@@ -295,9 +290,9 @@ class Engine:
 
     def _first_fields(self, seq: Sequence) -> dict:
         fields = {"num_prompt_tokens": len(seq.prompt), "num_cached_tokens": seq.num_cached}
-        if seq.prompt_logprobs is not None and not getattr(seq, "_plp_sent", False):
+        if seq.prompt_logprobs is not None and not seq.prompt_logprobs_sent:
             fields["prompt_logprobs"] = seq.prompt_logprobs
-            seq._plp_sent = True
+            seq.prompt_logprobs_sent = True
         return fields
 
     def _emit(self, seq: Sequence) -> None:

@@ -43,6 +43,7 @@ class Sequence:
     num_prefilled: int = 0  # prompt tokens whose KV write has been dispatched
     num_dispatched: int = 0  # generated tokens whose sampling has been dispatched
     prompt_logprobs: list | None = None
+    prompt_logprobs_sent: bool = False  # delivered with the first output
 
     @property
     def prompt(self) -> list[int]:
@@ -74,10 +75,8 @@ class QueueFullError(RuntimeError):
 
 
 class Scheduler:
-    def __init__(self, pool: PagePool, num_slots: int, max_model_len: int,
-                 chunk_for: Callable[[int], int]):
+    def __init__(self, pool: PagePool, num_slots: int, chunk_for: Callable[[int], int]):
         self.pool = pool
-        self.max_model_len = max_model_len
         self._chunk_for = chunk_for
         self.waiting: collections.deque[Sequence] = collections.deque()
         self.prefilling: list[Sequence] = []
