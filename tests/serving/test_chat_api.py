@@ -196,6 +196,10 @@ def test_n_choices_use_seed_plus_index(http):
 @pytest.mark.parametrize("stream", [False, True])
 def test_stop_strings_cut_the_text(http, stream):
     body = dict(max_tokens=40, ignore_eos=True, temperature=0.0)
+    # The first call leaves every full prompt page in the prefix cache, so the reference (second call)
+    # and the stop request run the same prefill chunks: a cold reference could differ in the last
+    # float bits and flip a near-tie of this random model's greedy choice.
+    chat(http, **body)
     reference = chat(http, **body)["choices"][0]["message"]["content"]
     words = [w for w in reference[8:].split() if len(w) >= 3]
     assert words, reference
