@@ -16,6 +16,7 @@ import datetime
 import gc
 import logging
 import math
+import os
 import shlex
 import sys
 import tempfile
@@ -26,9 +27,11 @@ import numpy as np
 
 from benchmarks import report, roofline
 from benchmarks.ceilings import measure_matmul_ceiling, measure_read_ceiling
+from benchmarks.device_trace import steady_tick_stats, trace_events
 from benchmarks.engine_runs import BenchEngine, decode_max_tokens, engine_config, plan_engines
 from benchmarks.presets import PRESETS, write_model_dir
 from dgjax.config import ModelConfig
+from dgjax.models.batch import resolve_kv_cache_dtype
 from dgjax.models.params import resolve_dtype
 
 GPU_CEILING_BYTES = 8_589_934_592  # 8 GiB of bf16, far beyond any cache
@@ -36,24 +39,32 @@ CPU_CEILING_BYTES = 1 << 26
 GPU_MATMUL_SIZE = 8192
 CPU_MATMUL_SIZE = 512
 
+# The plain-jnp path of --reference: reference attention, separate q/k/v and gate/up projections.
+REFERENCE_ENV = {"DGJAX_ATTENTION": "ref", "DGJAX_FUSE_PROJECTIONS": "0"}
+
 NOTES = [
     "Attention path: `DGJAX_ATTENTION` (default auto). On the GPU, decode (T=1) runs the Pallas "
     "paged decode kernel (dgjax/pallas/paged_attention/kernel.py), whose reads follow each row's real "
-    "context; prefill chunks run the plain-jnp reference. `python -m benchmarks.kernel_check` times "
-    "the kernel against the reference at these shapes in one run.",
+    "context, and prefill chunks the Pallas paged prefill kernel (dgjax/pallas/paged_prefill). q/k/v "
+    "and gate/up run as one GEMM each (dgjax/models/fused.py). The 'reference path' table (--reference) "
+    "is the same engine with the plain-jnp attention and separate projections "
+    "(DGJAX_ATTENTION=ref DGJAX_FUSE_PROJECTIONS=0), decoded in the same run.",
     "Decode: C streams with random prompts of `context` tokens, greedy, ignore_eos, fixed max_tokens, all "
     "submitted at once. Timestamps are the engine's output callbacks. The steady window runs from the "
     "last stream's first token (all prefills done) to the first stream's last token; ms/step is the "
     "median over streams of each stream's token interval inside it, tok/s total = streams / (ms/step). "
     "Prefill time is excluded; 'dispatch ms/tick' is the median interval between the engine's decode "
     "dispatches in the same window, a cross-check.",
-    "GB/step needed = every weight once (the embedding table only for the looked-up rows) + the K/V of "
+    "GB/step needed = every weight once (the embedding table only for the looked-up rows; MoE: only the "
+    "routed experts the step's tokens touch, the expected distinct experts per layer under uniform "
+    "routing, and no MTP layers) + the K/V of "
     "every stream up to its context (mean over the window). TB/s = that over ms/step; 'of ceiling' = "
     "TB/s over the read ceiling measured at the start of this run; roofline ms = GB/step over the ceiling.",
-    "device ms/step: the same compiled decode executable (the last tick with every stream active) "
-    "replayed back-to-back on device-resident inputs with the engine thread stopped, median of several "
-    "(async calls + one sync). device-idle share = 1 - device ms/step / engine ms/step: the host's part "
-    "of a tick (scheduling, input transfers, result read-back, detokenization) that the device waits on.",
+    "device ms/step and device-idle share: each decode case runs a second time (`--trace-tokens` "
+    "steady ticks) under the JAX profiler; over the steady ticks of that trace (cut by the decode "
+    "attention kernels, one per layer per tick) device ms/step is the time some kernel ran per tick and "
+    "the idle share is 1 - busy / elapsed: launch gaps between kernels plus any wait on the host. "
+    "(benchmarks/device_trace.py; GPU only, n/a on CPU.)",
     "'ref attention gathers' is the K/V volume the plain-jnp reference would copy per step (every "
     "row's whole block table, max_model_len keys, padded rows included); the decode kernel does not "
     "read it. The prefill chunk's reference attention does span the whole block table ([heads, "
@@ -88,8 +99,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--page-size", type=int, default=16)
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--prefill-repeats", type=int, default=1)
-    p.add_argument("--replay-calls", type=int, default=8, help="async calls per replay repeat")
-    p.add_argument("--replay-repeats", type=int, default=5)
+    p.add_argument("--trace-tokens", type=int, default=40,
+                   help="steady ticks of the second, profiled run of each decode case (device time, idle share)")
+    p.add_argument("--kv-cache-dtype", default="auto", help="auto | bfloat16 | fp8_e4m3")
+    p.add_argument("--reference", action="store_true",
+                   help="also decode at the first context with C=1 and the largest C through the plain-jnp "
+                        "path (reference attention, unfused projections) for the kernels' speedup")
     p.add_argument("--ceiling-bytes", type=int, default=None,
                    help=f"read-ceiling array size (default {GPU_CEILING_BYTES} on GPU, {CPU_CEILING_BYTES} on CPU)")
     p.add_argument("--matmul-size", type=int, default=None,
@@ -132,18 +147,26 @@ def model_facts(cfg: ModelConfig, hf: dict, dtype) -> dict:
     }
 
 
+def kv_dtype(args, dtype):
+    return resolve_kv_cache_dtype(args.kv_cache_dtype, dtype)
+
+
 def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, context: int,
                concurrency: int, rng: np.random.Generator, log: Progress) -> dict:
     max_tokens = decode_max_tokens(context, concurrency, args.decode_tokens, args.prefill_chunk)
     t0 = time.perf_counter()
     window, _, dispatch_ms = be.decode(rng, context, concurrency, max_tokens, args.timeout)
     wall = time.perf_counter() - t0
-    replay = be.replay_full_tick(args.replay_calls, args.replay_repeats)
+    traced = trace_events(lambda: be.decode(
+        rng, context, concurrency,
+        decode_max_tokens(context, concurrency, min(args.trace_tokens, args.decode_tokens), args.prefill_chunk),
+        args.timeout))
+    ticks = steady_tick_stats(traced, cfg.num_hidden_layers)
     weights = roofline.decode_weight_bytes(cfg, dtype, concurrency)
-    kv = roofline.decode_kv_bytes(cfg, dtype, window.mean_context * concurrency)
+    kv = roofline.decode_kv_bytes(cfg, kv_dtype(args, dtype), window.mean_context * concurrency)
     step_bytes = weights + kv
     ms = window.ms_per_step
-    device_ms = 1e3 * replay.median_s
+    device_ms = ticks.busy_ms_per_tick if ticks else None
     row = {
         "context": context, "concurrency": concurrency, "max_tokens": max_tokens,
         "window_s": window.seconds, "window_tokens": window.tokens, "mean_context": window.mean_context,
@@ -153,14 +176,15 @@ def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, c
         "weight_bytes": weights, "kv_bytes": kv, "bytes_per_step": step_bytes,
         "bytes_per_s": step_bytes / (ms / 1e3), "frac_ceiling": step_bytes / (ms / 1e3) / ceiling,
         "roofline_ms": 1e3 * step_bytes / ceiling,
-        "device_ms_per_step": device_ms, "device_samples_ms": [1e3 * s for s in replay.samples_s],
-        "device_frac_ceiling": step_bytes / replay.median_s / ceiling,
-        "idle_share": 1.0 - device_ms / ms,
+        "device_ms_per_step": device_ms,
+        "device_frac_ceiling": step_bytes / (device_ms / 1e3) / ceiling if ticks else None,
+        "idle_share": ticks.idle_share if ticks else None,
+        "traced_ticks": dataclasses.asdict(ticks) if ticks else None,
         "ref_gather_bytes": roofline.ref_attention_gather_bytes(
             cfg, dtype, concurrency, be.max_model_len, args.page_size),
         "engine_max_model_len": be.max_model_len, "wall_s": wall,
     }
-    log(f"decode ctx={context} C={concurrency}: {ms:.2f} ms/step engine, {device_ms:.2f} ms device, "
+    log(f"decode ctx={context} C={concurrency}: {ms:.2f} ms/step engine, {ticks} device, "
         f"{window.aggregate_tok_s:.1f} tok/s total, {100 * row['frac_ceiling']:.1f}% of ceiling ({wall:.1f} s)")
     return row
 
@@ -193,12 +217,20 @@ def run_preset(preset: str, args, base: dict, log: Progress) -> tuple[dict, str]
         matmul = base["ceiling"]["matmul_flops_per_s"]
         result = dict(base, preset=preset, model=model_facts(cfg, PRESETS[preset], dtype),
                       engines=[], decode=[], prefill=[], errors=[], notes=NOTES, timings=dict(base["timings"]))
-        stem = report.result_stem(args.out, result["date"], preset, report.platform_slug(base["machine"]["device_kind"]))
+        label = preset if args.kv_cache_dtype == "auto" else f"{preset}-kv-{args.kv_cache_dtype}"
+        result["kv_cache_dtype"] = str(kv_dtype(args, dtype))
+        result["reference"] = []
+        stem = report.result_stem(args.out, result["date"], label, report.platform_slug(base["machine"]["device_kind"]))
         plans = plan_engines(
             args.contexts, args.concurrency, args.prefill, decode_tokens=args.decode_tokens,
             chunk=args.prefill_chunk, page_size=args.page_size,
-            replay_steps=2 + args.replay_calls * args.replay_repeats, split=args.split_engines,
+            replay_steps=2, split=args.split_engines,
         )
+        if args.reference:
+            ref_plan = plan_engines([args.contexts[0]], sorted({1, max(args.concurrency)}), [],
+                                    decode_tokens=args.decode_tokens, chunk=args.prefill_chunk,
+                                    page_size=args.page_size, replay_steps=2, split=False)[0]
+            plans = plans + [dataclasses.replace(ref_plan, reference=True)]
         for i, plan in enumerate(plans):
             log(f"{preset}: engine {i + 1}/{len(plans)}: max_model_len {plan.max_model_len}, "
                 f"{plan.num_pages} pages, decode buckets {plan.decode_buckets}")
@@ -206,7 +238,10 @@ def run_preset(preset: str, args, base: dict, log: Progress) -> tuple[dict, str]
                 plan = dataclasses.replace(plan, decode_buckets=tuple(args.decode_buckets),
                                            max_concurrency=max(plan.max_concurrency, *args.decode_buckets))
             config = engine_config(plan, dtype=args.dtype, page_size=args.page_size,
-                                   chunk=args.prefill_chunk, seed=args.seed)
+                                   chunk=args.prefill_chunk, seed=args.seed, kv_cache_dtype=args.kv_cache_dtype)
+            saved_env = {k: os.environ.get(k) for k in REFERENCE_ENV}
+            if plan.reference:  # read when the engine loads (fusion) and traces (attention)
+                os.environ.update(REFERENCE_ENV)
             be = BenchEngine(model_dir, config, log)
             try:
                 log(f"{preset}: engine ready in {be.startup_s:.1f} s ({be.compile_summary})")
@@ -221,7 +256,8 @@ def run_preset(preset: str, args, base: dict, log: Progress) -> tuple[dict, str]
                 be.warmup(rng, args.timeout)
                 result["timings"][f"{preset} engine {i + 1} warmup request"] = time.perf_counter() - t0
                 for context, concurrency in plan.decode_cases:
-                    result["decode"].append(decode_row(be, cfg, dtype, args, ceiling, context, concurrency, rng, log))
+                    row = decode_row(be, cfg, dtype, args, ceiling, context, concurrency, rng, log)
+                    result["reference" if plan.reference else "decode"].append(row)
                     report.write_result(result, stem)
                 for prompt_tokens in plan.prefill_cases:
                     result["prefill"].append(prefill_row(be, cfg, args, matmul, prompt_tokens, rng, log))
@@ -231,6 +267,8 @@ def run_preset(preset: str, args, base: dict, log: Progress) -> tuple[dict, str]
                 result["errors"].append(f"engine {i + 1}: {e!r}")
                 report.write_result(result, stem)
             finally:
+                for k, v in saved_env.items():
+                    os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
                 be.close()
                 del be
                 gc.collect()

@@ -2,9 +2,8 @@
 
 Requests go through `Engine.submit` exactly as the server's do; the only instrumentation is a wrapper
 around the executor's `decode` that records when each tick is dispatched and keeps the arguments of
-the latest full-width tick, so the same compiled executable can afterwards be replayed back-to-back
-(device-resident inputs, no scheduler, no result processing) while the engine thread is stopped. The
-replay's time per step is the device's share of an engine tick.
+the latest full-width tick (dispatch intervals are a cross-check of the callback timings). Device time
+per tick comes from a profiler trace instead (benchmarks/device_trace.py).
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from typing import Callable
 
 import numpy as np
 
-from benchmarks.ceilings import Timing, time_async
 from benchmarks.traces import StreamTrace, SteadyWindow, steady_window
 from dgjax.config import EngineConfig
 from dgjax.runtime.engine import Engine
@@ -46,6 +44,7 @@ class EnginePlan:
     decode_buckets: tuple[int, ...]
     decode_cases: list[tuple[int, int]]  # (context, concurrency)
     prefill_cases: list[int]  # prompt tokens
+    reference: bool = False  # run through the plain-jnp path (decode_bench --reference)
 
 
 def plan_engines(contexts: list[int], concurrency: list[int], prefills: list[int], *, decode_tokens: int,
@@ -77,9 +76,10 @@ def plan_engines(contexts: list[int], concurrency: list[int], prefills: list[int
     return plans
 
 
-def engine_config(plan: EnginePlan, *, dtype: str, page_size: int, chunk: int, seed: int) -> EngineConfig:
+def engine_config(plan: EnginePlan, *, dtype: str, page_size: int, chunk: int, seed: int,
+                  kv_cache_dtype: str = "auto") -> EngineConfig:
     return EngineConfig(
-        dtype=dtype, load_format="dummy", max_model_len=plan.max_model_len,
+        dtype=dtype, kv_cache_dtype=kv_cache_dtype, load_format="dummy", max_model_len=plan.max_model_len,
         max_concurrency=plan.max_concurrency, page_size=page_size, num_pages=plan.num_pages,
         decode_buckets=plan.decode_buckets, prefill_buckets=(chunk,), enable_prefix_cache=False,
         aot_logprob_variants=False, seed=seed,
@@ -185,19 +185,6 @@ class BenchEngine:
         self._wait(traces, max_tokens, timeout_s)
         window = steady_window(traces, context)
         return window, traces, self.recorder.tick_ms(window.start, window.end, concurrency)
-
-    def replay_full_tick(self, calls: int, repeats: int) -> Timing:
-        """The last full-width tick's executable, back-to-back on device-resident inputs, engine stopped."""
-        if self.recorder.full_tick is None:
-            raise RuntimeError("no decode tick with every stream active was recorded")
-        ex = self.recorder.executor
-        slot_ids, tables, active, st = self.recorder.full_tick
-        args = [ex.put(a) for a in (slot_ids, tables, active)]
-        self.engine.shutdown()
-        try:
-            return time_async(lambda: self.recorder.original(*args, st, False), calls, repeats)
-        finally:
-            self.engine.start()
 
     def prefill(self, rng: np.random.Generator, prompt_tokens: int, timeout_s: float) -> StreamTrace:
         """One cold prompt (prefix cache off, fresh random ids) generating one token: its TTFT."""

@@ -52,7 +52,13 @@ class Case:
     needed_bytes: int  # K+V of the real contexts, all layers
 
 
-def build_case(shape: Shape, batch: int, context: int, layers: int, seed: int) -> Case:
+def _fp8_pages(pages: jax.Array) -> api.QuantizedPages:
+    values, scales = jax.jit(api.quantize_fp8)(pages)
+    return api.QuantizedPages(values=values, scales=scales)
+
+
+def build_case(shape: Shape, batch: int, context: int, layers: int, seed: int, kv_dtype: str = "auto") -> Case:
+    """kv_dtype "fp8_e4m3": the pages are quantized (per token and KV head scales), as the engine's fp8 cache."""
     ps, dtype = shape.page_size, jnp.dtype(shape.dtype)
     table_width = math.ceil(shape.max_model_len / ps)
     used = math.ceil(context / ps)
@@ -67,8 +73,12 @@ def build_case(shape: Shape, batch: int, context: int, layers: int, seed: int) -
     q = jax.random.normal(keys[-1], (batch, 1, shape.q_heads, shape.head_dim), dtype)
     ctx = np.full((batch,), context, np.int32)
     needed = 2 * layers * batch * context * shape.kv_heads * shape.head_dim * dtype.itemsize
+    make = pool
+    if kv_dtype == "fp8_e4m3":
+        make = lambda key: _fp8_pages(pool(key))  # noqa: E731
+        needed = 2 * layers * batch * context * shape.kv_heads * (shape.head_dim + 4)  # e4m3 + f32 scale
     return Case(
-        q, [pool(keys[i]) for i in range(layers)], [pool(keys[layers + i]) for i in range(layers)],
+        q, [make(keys[i]) for i in range(layers)], [make(keys[layers + i]) for i in range(layers)],
         jnp.asarray(tables), jnp.asarray(ctx), jnp.asarray(ctx - 1)[:, None],
         jnp.ones((batch,), jnp.int32), needed,
     )
@@ -142,6 +152,7 @@ def main(argv=None) -> None:
     ap.add_argument("--page-size", type=int, default=16)
     ap.add_argument("--max-model-len", type=int, default=32768)
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--kv-dtype", default="auto", choices=("auto", "fp8_e4m3"), help="page dtype (auto: --dtype)")
     ap.add_argument("--layer-bytes", type=float, default=2e8, help="real K/V bytes per timed call (beat L2)")
     ap.add_argument("--max-layers", type=int, default=8)
     ap.add_argument("--calls", type=int, default=10)
@@ -159,7 +170,8 @@ def main(argv=None) -> None:
     if not kernel.supports(shape.q_heads, shape.kv_heads, shape.head_dim, shape.dtype):
         raise SystemExit(f"the decode kernel does not support {shape}: nothing to compare")
     dev = jax.devices()[0]
-    print(f"device: {dev.device_kind} ({jax.default_backend()}), jax {jax.__version__}; shape {shape}")
+    print(f"device: {dev.device_kind} ({jax.default_backend()}), jax {jax.__version__}; shape {shape}; "
+          f"pages {args.kv_dtype}")
     ceiling = measure_read_ceiling(int(4e9) if jax.default_backend() == "gpu" else int(3.2e7))
     print(f"read ceiling: {ceiling.bytes_per_s / 1e12:.2f} TB/s ({ceiling.bytes_read / 1e9:.1f} GB reduction)")
 
@@ -167,7 +179,7 @@ def main(argv=None) -> None:
     rows = []
     for batch, context in itertools.product(map(int, args.batches.split(",")), map(int, args.contexts.split(","))):
         layers = layers_for(shape, batch, context, int(args.layer_bytes), args.max_layers)
-        case = build_case(shape, batch, context, layers, seed=batch * 7919 + context)
+        case = build_case(shape, batch, context, layers, seed=batch * 7919 + context, kv_dtype=args.kv_dtype)
         t_ref, out_ref = timed(via_api("ref", scale), case, args.calls, args.repeats)
         t_ker, out_ker = timed(via_api("kernel", scale), case, args.calls, args.repeats)
         want = np.asarray(out_ref[0].astype(jnp.float32))

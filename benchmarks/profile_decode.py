@@ -14,61 +14,33 @@ from __future__ import annotations
 import argparse
 import collections
 import glob
-import gzip
-import json
 import os
 import tempfile
 import time
 
 import numpy as np
 
+from benchmarks.device_trace import busy_us, device_events, steady_tick_stats
 from benchmarks.engine_runs import BenchEngine
 from benchmarks.presets import write_model_dir
 from dgjax.config import EngineConfig
 
 
-def _device_events(trace_path: str) -> list[dict]:
-    with gzip.open(trace_path, "rt") as f:
-        trace = json.load(f)
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    pids = {}
-    for e in events:
-        if e.get("ph") == "M" and e.get("name") == "process_name":
-            pids[e["pid"]] = e.get("args", {}).get("name", "")
-    gpu_pids = {p for p, n in pids.items() if "gpu" in n.lower() and "host" not in n.lower()}
-    threads = {(e["pid"], e["tid"]): e.get("args", {}).get("name", "") for e in events
-               if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    streams = {k for k, n in threads.items() if k[0] in gpu_pids and "stream" in n.lower()}
-    # kernels live on the "Stream #..." lines; op-level lines would count the same time twice
-    keep = (lambda e: (e["pid"], e.get("tid")) in streams) if streams else (lambda e: e["pid"] in gpu_pids)
-    return [e for e in events if e.get("ph") == "X" and e.get("pid") in gpu_pids and "dur" in e and keep(e)]
-
-
-def summarize(trace_path: str, ticks: int, top: int) -> str:
-    events = _device_events(trace_path)
+def summarize(trace_path: str, ticks: int, top: int, layers: int) -> str:
+    events = device_events(trace_path)
     if not events:
         return f"no device events found in {trace_path}"
     start = min(e["ts"] for e in events)
     end = max(e["ts"] + e["dur"] for e in events)
     by_name: dict[str, list[float]] = collections.defaultdict(list)
-    intervals = []
     for e in events:
         by_name[e["name"]].append(e["dur"])
-        intervals.append((e["ts"], e["ts"] + e["dur"]))
-    intervals.sort()
-    busy, cur_s, cur_e = 0.0, None, None
-    for s, t in intervals:
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                busy += cur_e - cur_s
-            cur_s, cur_e = s, t
-        else:
-            cur_e = max(cur_e, t)
-    busy += cur_e - cur_s
+    busy = busy_us(events, start, end)
     wall = end - start
     lines = [f"traced {wall / 1e3:.2f} ms of device time line, busy {busy / 1e3:.2f} ms "
              f"({100 * busy / wall:.1f}%), idle share {100 * (1 - busy / wall):.1f}%; "
              f"{len(events)} kernels ({len(events) / max(ticks, 1):.0f} per tick over {ticks} ticks)",
+             f"steady decode ticks: {steady_tick_stats(events, layers)}",
              f"{'kernel':70s} {'calls':>6s} {'total ms':>9s} {'us/call':>8s} {'share':>6s}"]
     total = sum(sum(v) for v in by_name.values())
     for name, durs in sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:top]:
@@ -85,7 +57,13 @@ def main() -> None:
     p.add_argument("--ticks", type=int, default=30)
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--out", default=None)
+    p.add_argument("--hlo-dump", action="store_true",
+                   help="dump the optimized HLO and print what each top kernel fuses (to <out>/fusions.txt)")
     a = p.parse_args()
+    dump_dir = tempfile.mkdtemp(prefix="dgjax-hlo-") if a.hlo_dump else None
+    if dump_dir:  # read when the backend starts, i.e. before the first computation
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   f" --xla_dump_to={dump_dir} --xla_dump_hlo_as_text").strip()
     import jax
 
     out = a.out or tempfile.mkdtemp(prefix="dgjax-profile-")
@@ -95,6 +73,7 @@ def main() -> None:
                        max_concurrency=max(a.concurrency, 2), decode_buckets=(a.concurrency,),
                        prefill_buckets=(256,), enable_prefix_cache=False, aot_logprob_variants=False)
     be = BenchEngine(model_dir, cfg, print)
+    be_layers = be.engine.model_config.num_hidden_layers
     rng = np.random.default_rng(0)
     try:
         # a first run compiles nothing new but warms every path; the traced run decodes 4x ticks
@@ -112,7 +91,16 @@ def main() -> None:
     paths = sorted(glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True))
     if not paths:
         raise SystemExit(f"no perfetto trace under {trace_dir}")
-    print(summarize(paths[-1], 4 * a.ticks, a.top), flush=True)
+    table = summarize(paths[-1], 4 * a.ticks, a.top, be_layers)
+    print(table, flush=True)
+    if dump_dir:
+        from benchmarks.hlo_fusions import describe
+
+        names = [ln.split()[0] for ln in table.splitlines()[3:]]
+        text = "\n\n".join(describe(dump_dir, n) for n in names)
+        with open(os.path.join(out, "fusions.txt"), "w") as f:
+            f.write(text + "\n")
+        print(text, flush=True)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,36 @@ def _pct(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+def _decode_table(rows: list[dict]) -> list[str]:
+    lines = [
+        "| context | streams | ms/step | tok/s per stream | tok/s total | mean context | GB/step needed "
+        "(weights + KV) | TB/s | of ceiling | roofline ms | device ms/step | device of ceiling | "
+        "device-idle share | ref attention gathers GB/step | dispatch ms/tick |",
+        "|" + "---|" * 15,
+    ]
+    for d in rows:
+        lines.append(
+            f"| {d['context']} | {d['concurrency']} | {_f(d['ms_per_step'])} | {_f(d['tok_s_per_stream'], 1)} | "
+            f"{_f(d['tok_s_aggregate'], 1)} | {_f(d['mean_context'], 0)} | "
+            f"{d['bytes_per_step'] / GB:.2f} ({d['weight_bytes'] / GB:.2f} + {d['kv_bytes'] / GB:.2f}) | "
+            f"{d['bytes_per_s'] / 1e12:.3f} | {_pct(d['frac_ceiling'])} | {_f(d['roofline_ms'])} | "
+            f"{_f(d['device_ms_per_step'])} | {_pct(d['device_frac_ceiling'])} | {_pct(d['idle_share'])} | "
+            f"{d['ref_gather_bytes'] / GB:.2f} | {_f(d['dispatch_ms_per_tick'])} |"
+        )
+    return lines
+
+
+def _speedups(r: dict) -> list[str]:
+    out = []
+    for ref in r["reference"]:
+        fast = next((d for d in r["decode"] if (d["context"], d["concurrency"]) == (ref["context"], ref["concurrency"])), None)
+        if fast:
+            out.append(f"- context {ref['context']}, {ref['concurrency']} streams: kernels "
+                       f"{fast['tok_s_aggregate']:.1f} tok/s vs reference {ref['tok_s_aggregate']:.1f} tok/s "
+                       f"= {fast['tok_s_aggregate'] / ref['tok_s_aggregate']:.2f}x")
+    return [""] + out if out else []
+
+
 def render_markdown(r: dict) -> str:
     m, c, model = r["machine"], r["ceiling"], r["model"]
     lines = [
@@ -92,21 +122,11 @@ def render_markdown(r: dict) -> str:
             f"serves decode {e['decode_cases']} and prefill {e['prefill_cases']}"
         )
     lines += ["", "## Decode (steady window: every stream decoding, no prefill in flight)", ""]
-    lines += [
-        "| context | streams | ms/step | tok/s per stream | tok/s total | mean context | GB/step needed "
-        "(weights + KV) | TB/s | of ceiling | roofline ms | device ms/step | device of ceiling | "
-        "device-idle share | ref attention gathers GB/step | dispatch ms/tick |",
-        "|" + "---|" * 15,
-    ]
-    for d in r["decode"]:
-        lines.append(
-            f"| {d['context']} | {d['concurrency']} | {_f(d['ms_per_step'])} | {_f(d['tok_s_per_stream'], 1)} | "
-            f"{_f(d['tok_s_aggregate'], 1)} | {_f(d['mean_context'], 0)} | "
-            f"{d['bytes_per_step'] / GB:.2f} ({d['weight_bytes'] / GB:.2f} + {d['kv_bytes'] / GB:.2f}) | "
-            f"{d['bytes_per_s'] / 1e12:.3f} | {_pct(d['frac_ceiling'])} | {_f(d['roofline_ms'])} | "
-            f"{_f(d['device_ms_per_step'])} | {_pct(d['device_frac_ceiling'])} | {_pct(d['idle_share'])} | "
-            f"{d['ref_gather_bytes'] / GB:.2f} | {_f(d['dispatch_ms_per_tick'])} |"
-        )
+    lines += _decode_table(r["decode"])
+    if r.get("reference"):
+        lines += ["", "## Reference path, same run (plain-jnp attention, unfused projections)", ""]
+        lines += _decode_table(r["reference"])
+        lines += _speedups(r)
     lines += ["", "## Cold prefill (one request, prefix cache off, time to first token)", ""]
     lines += [
         "| prompt tokens | chunks | TTFT s | prompt tok/s | ms/chunk | useful TFLOP | TFLOP/s | of matmul ceiling |",
@@ -133,15 +153,17 @@ def summary_table(results: list[dict]) -> str:
     out = []
     for r in results:
         c = r["ceiling"]
-        out.append(f"{r['preset']} on {r['machine']['device_kind']}: read ceiling "
+        kv = r.get("kv_cache_dtype")
+        out.append(f"{r['preset']} (KV {kv}) on {r['machine']['device_kind']}: read ceiling "
                    f"{c['read_bytes_per_s'] / 1e12:.3f} TB/s, matmul {c['matmul_flops_per_s'] / 1e12:.1f} TFLOP/s")
         out.append(f"{'ctx':>6} {'C':>3} {'ms/step':>8} {'tok/s/str':>9} {'tok/s':>8} {'GB/step':>8} "
                    f"{'%ceil':>6} {'dev ms':>7} {'%idle':>6}")
-        for d in r["decode"]:
+        for d in r["decode"] + r.get("reference", []):
             out.append(
                 f"{d['context']:>6} {d['concurrency']:>3} {d['ms_per_step']:>8.2f} {d['tok_s_per_stream']:>9.1f} "
                 f"{d['tok_s_aggregate']:>8.1f} {d['bytes_per_step'] / GB:>8.2f} {100 * d['frac_ceiling']:>5.1f}% "
                 f"{_f(d['device_ms_per_step']):>7} {_pct(d['idle_share']):>6}"
+                + ("  reference path" if d in r.get("reference", []) else "")
             )
         out.append(f"{'prompt':>6} {'TTFT s':>8} {'tok/s':>9} {'TFLOP/s':>8} {'%mm':>6}")
         for p in r["prefill"]:

@@ -130,6 +130,10 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 
 @struct.dataclass
 class AttentionParams:
+    """As loaded: separate q, k, v. After `dgjax.models.fused.fuse_projections`: q, k, v (and their
+    biases) are None and `qkv` [embed, kv_heads, group + 2, head_dim] holds, per KV head, its group's q
+    heads, then its k, then its v."""
+
     q: Any  # [embed, heads, head_dim]
     k: Any  # [embed, kv_heads, head_dim]
     v: Any  # [embed, kv_heads, head_dim]
@@ -140,6 +144,8 @@ class AttentionParams:
     o_bias: Any = None  # [embed]
     q_norm: Any = None  # [head_dim] (Qwen3)
     k_norm: Any = None
+    qkv: Any = None  # [embed, kv_heads, group + 2, head_dim]
+    qkv_bias: Any = None  # [kv_heads, group + 2, head_dim]
 
 
 def attention_specs(cfg: ModelConfig, dtype: Any) -> AttentionParams:
@@ -166,6 +172,16 @@ def _project(x: jax.Array, w: jax.Array, bias: jax.Array | None) -> jax.Array:
     return y if bias is None else y + bias.astype(y.dtype)
 
 
+def _project_qkv(p: AttentionParams, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """q [B, T, heads, head_dim], k and v [B, T, kv_heads, head_dim], by one GEMM when fused."""
+    if p.qkv is None:
+        return _project(x, p.q, p.q_bias), _project(x, p.k, p.k_bias), _project(x, p.v, p.v_bias)
+    y = _project(x, p.qkv, p.qkv_bias)  # [B, T, kv_heads, group + 2, head_dim]
+    group = p.qkv.shape[2] - 2
+    q = y[..., :group, :].reshape(y.shape[:2] + (-1, y.shape[-1]))
+    return q, y[..., group, :], y[..., group + 1, :]
+
+
 def attention(
     p: AttentionParams,
     x: jax.Array,
@@ -180,9 +196,7 @@ def attention(
     """Self-attention of x [B, T, embed] through the paged cache: (output, new k_pages, new v_pages)."""
     with jax.named_scope("attention"):
         with jax.named_scope("qkv"):
-            q = _project(x, p.q, p.q_bias)
-            k = _project(x, p.k, p.k_bias)
-            v = _project(x, p.v, p.v_bias)
+            q, k, v = _project_qkv(p, x)
         if p.q_norm is not None:
             with jax.named_scope("qk_norm"):
                 q = rms_norm(q, p.q_norm, cfg.rms_norm_eps)
@@ -208,12 +222,16 @@ def attention(
 
 @struct.dataclass
 class MLPParams:
+    """As loaded: separate gate and up. After `fuse_projections`: both None, `gate_up` [embed, 2, ffw]."""
+
     gate: Any  # [embed, ffw]
     up: Any  # [embed, ffw]
     down: Any  # [ffw, embed]
     gate_bias: Any = None
     up_bias: Any = None
     down_bias: Any = None
+    gate_up: Any = None  # [embed, 2, ffw]
+    gate_up_bias: Any = None  # [2, ffw]
 
 
 def mlp_specs(cfg: ModelConfig, dtype: Any, intermediate_size: int | None = None) -> MLPParams:
@@ -248,6 +266,9 @@ def gated_mlp(p: MLPParams, x: jax.Array, hidden_act: str) -> jax.Array:
     """down(act(gate(x)) * up(x)): SwiGLU for silu."""
     with jax.named_scope("mlp"):
         act = activation(hidden_act)
-        gate = _project(x, p.gate, p.gate_bias)
-        up = _project(x, p.up, p.up_bias)
+        if p.gate_up is None:
+            gate, up = _project(x, p.gate, p.gate_bias), _project(x, p.up, p.up_bias)
+        else:
+            y = _project(x, p.gate_up, p.gate_up_bias)  # [..., 2, ffw]
+            gate, up = y[..., 0, :], y[..., 1, :]
         return _project(act(gate) * up, p.down, p.down_bias)

@@ -16,9 +16,12 @@ import jax
 import jax.numpy as jnp
 
 from dgjax import sharding
+from dgjax.checkpoint.convert import convert_params, parse_quantize
+from dgjax.checkpoint.hf_names import hf_sources
 from dgjax.checkpoint.loader import load_params
 from dgjax.config import EngineConfig, ModelConfig
 from dgjax.pallas.paged_attention.api import ENV_VAR as ATTENTION_ENV
+from dgjax.models.fused import fuse_projections
 from dgjax.models.params import init_params, resolve_dtype
 from dgjax.models.batch import create_kv_cache, kv_bytes_per_page, resolve_kv_cache_dtype
 from dgjax.models.registry import get_family
@@ -28,6 +31,7 @@ from dgjax.runtime.page_pool import PagePool
 
 log = logging.getLogger("dgjax.engine")
 
+FUSE_ENV = "DGJAX_FUSE_PROJECTIONS"  # "0" keeps q/k/v and gate/up unfused (benchmarks' reference path)
 CPU_KV_BUDGET = 1 << 30  # bytes; CPU runs are tests and notebooks
 GPU_KV_FRACTION = 0.85  # of the memory left after the weights
 
@@ -103,10 +107,15 @@ def load_model(model_dir: str, cfg: ModelConfig, ecfg: EngineConfig, max_model_l
     if ecfg.load_format == "dummy":
         specs = family.param_specs(cfg, dtype)
         params = init_params(specs, jax.random.key(ecfg.seed), mesh, rules)
+        params = convert_params(params, hf_sources(cfg), specs, parse_quantize(ecfg.quantize), mesh, rules)
     elif ecfg.load_format == "safetensors":
-        params = load_params(model_dir, cfg, dtype, mesh, rules)
+        params = load_params(model_dir, cfg, dtype, mesh, rules, quantize=ecfg.quantize)
     else:
         raise ValueError(f"unknown load_format {ecfg.load_format!r} (safetensors | dummy)")
+    if os.environ.get(FUSE_ENV, "1") != "0":
+        params = fuse_projections(params, mesh, rules)
+    else:
+        log.info("%s=0: q/k/v and gate/up stay separate projections", FUSE_ENV)
     jax.block_until_ready(params)
     nbytes = sum(x.nbytes for x in jax.tree.leaves(params))
     log.info("weights: %.1f MiB in %s loaded in %.2fs on %d device(s) (%s)",

@@ -1,0 +1,96 @@
+"""Device time of decode ticks read from a JAX profiler trace: busy share and kernel time per tick.
+
+Why a trace: replaying one tick's executable with async calls (the earlier method) timed the replay's
+own dispatch and read more than the engine's whole step, so "1 - device/step" came out negative. The
+trace instead records every kernel the engine's own ticks ran. The steady window is cut out of it by
+the decode attention kernels (one per layer per tick): it starts at the first tick after the last
+prefill kernel and drops a tick at each end, so prefill and the last stream's exit are outside it.
+Reads the Perfetto JSON trace that `jax.profiler` writes; on a CPU run there are no device events and
+the stats are None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import gzip
+import json
+import os
+import tempfile
+from collections.abc import Callable
+
+DECODE_KERNEL = "paged_decode_attention"
+PREFILL_KERNEL = "paged_prefill_attention"
+
+
+def device_events(trace_path: str) -> list[dict]:
+    """Kernel events ('X' phase) on the GPU stream lines of a Perfetto trace, sorted by start."""
+    with gzip.open(trace_path, "rt") as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    pids = {e["pid"]: e.get("args", {}).get("name", "") for e in events
+            if e.get("ph") == "M" and e.get("name") == "process_name"}
+    gpu_pids = {p for p, n in pids.items() if "gpu" in n.lower() and "host" not in n.lower()}
+    threads = {(e["pid"], e["tid"]): e.get("args", {}).get("name", "") for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    streams = {k for k, n in threads.items() if k[0] in gpu_pids and "stream" in n.lower()}
+    # kernels live on the "Stream #..." lines; op-level lines would count the same time twice
+    keep = (lambda e: (e["pid"], e.get("tid")) in streams) if streams else (lambda e: e["pid"] in gpu_pids)
+    out = [e for e in events if e.get("ph") == "X" and e.get("pid") in gpu_pids and "dur" in e and keep(e)]
+    return sorted(out, key=lambda e: e["ts"])
+
+
+def busy_us(events: list[dict], start: float, end: float) -> float:
+    """Microseconds inside [start, end) during which at least one kernel ran."""
+    spans = sorted((max(e["ts"], start), min(e["ts"] + e["dur"], end)) for e in events)
+    total, cur_s, cur_e = 0.0, None, None
+    for s, t in spans:
+        if t <= s:
+            continue
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, t
+        else:
+            cur_e = max(cur_e, t)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+@dataclasses.dataclass
+class TickStats:
+    ticks: int
+    wall_ms_per_tick: float  # device time line per tick (kernels + gaps between them)
+    busy_ms_per_tick: float  # time some kernel ran
+    idle_share: float  # 1 - busy / wall inside the window
+    kernels_per_tick: float
+
+
+def steady_tick_stats(events: list[dict], layers: int) -> TickStats | None:
+    """Stats over the steady decode ticks of a trace (None without at least 3 full decode ticks)."""
+    last_prefill = max((e["ts"] + e["dur"] for e in events if PREFILL_KERNEL in e["name"]), default=None)
+    attn = [e for e in events if DECODE_KERNEL in e["name"] and (last_prefill is None or e["ts"] > last_prefill)]
+    ticks = len(attn) // layers - 2
+    if ticks < 1:
+        return None
+    first, last = attn[layers], attn[layers * (ticks + 1)]  # layer 0 of the 2nd tick .. of the last-but-one
+    start, end = first["ts"], last["ts"]
+    inside = [e for e in events if start <= e["ts"] < end]
+    wall = end - start
+    busy = busy_us(inside, start, end)
+    return TickStats(ticks, wall / ticks / 1e3, busy / ticks / 1e3, 1.0 - busy / wall, len(inside) / ticks)
+
+
+def trace_events(run: Callable[[], object], out_dir: str | None = None) -> list[dict]:
+    """Run `run()` under the JAX profiler and return its device kernel events."""
+    import jax
+
+    trace_dir = out_dir or tempfile.mkdtemp(prefix="dgjax-trace-")
+    jax.profiler.start_trace(trace_dir, create_perfetto_trace=True)
+    try:
+        run()
+    finally:
+        jax.profiler.stop_trace()
+    paths = sorted(glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True))
+    return device_events(paths[-1]) if paths else []

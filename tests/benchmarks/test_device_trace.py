@@ -1,0 +1,39 @@
+"""Steady-tick statistics from a device trace (benchmarks/device_trace.py) on constructed kernel timelines."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.device_trace import busy_us, steady_tick_stats
+
+
+def _timeline(ticks: int, layers: int, gemm_us: float, attn_us: float, gap_us: float, host_wait_us: float):
+    """A prefill kernel, then `ticks` decode ticks of per layer (gemm, attention), `gap_us` between
+    kernels and `host_wait_us` idle at the end of each tick."""
+    events, t = [{"name": "paged_prefill_attention_g4", "ts": 0.0, "dur": 50.0}], 60.0
+    for _ in range(ticks):
+        for _ in range(layers):
+            for name, dur in (("gemm_fusion_dot_1", gemm_us), ("paged_decode_attention_g16", attn_us)):
+                events.append({"name": name, "ts": t, "dur": dur})
+                t += dur + gap_us
+        t += host_wait_us
+    return events
+
+
+def test_steady_ticks_measure_busy_time_and_idle_share():
+    layers, gemm, attn, gap, wait = 4, 10.0, 2.0, 1.0, 8.0
+    stats = steady_tick_stats(_timeline(10, layers, gemm, attn, gap, wait), layers)
+    tick_wall = layers * (gemm + attn + 2 * gap) + wait
+    tick_busy = layers * (gemm + attn)
+    assert stats.ticks == 8
+    assert stats.wall_ms_per_tick == pytest.approx(tick_wall / 1e3)
+    assert stats.busy_ms_per_tick == pytest.approx(tick_busy / 1e3)
+    assert stats.idle_share == pytest.approx(1 - tick_busy / tick_wall)
+    assert stats.kernels_per_tick == pytest.approx(2 * layers)
+
+
+def test_too_few_ticks_give_none_and_overlaps_count_once():
+    assert steady_tick_stats(_timeline(2, 4, 10, 2, 1, 0), 4) is None
+    overlapping = [{"ts": 0.0, "dur": 10.0}, {"ts": 5.0, "dur": 10.0}, {"ts": 30.0, "dur": 5.0}]
+    assert busy_us(overlapping, 0.0, 40.0) == pytest.approx(20.0)
+    assert busy_us(overlapping, 8.0, 32.0) == pytest.approx(9.0)
