@@ -80,6 +80,17 @@ def default_num_splits(batch: int, kv_heads: int, max_tokens: int, block_tokens:
     return max(1, min(max_blocks, pl.cdiv(programs, batch * kv_heads)))
 
 
+def load_tile(ref, row, cols, mask, scaled: bool, dtype):
+    """A [BK, D] page tile in `dtype`, zero where `mask` is off.
+
+    fp8 tiles load without a fill value (Triton cannot splat one into e4m3) and are zeroed after the
+    conversion: masked lanes of a load are undefined and could hold an e4m3 NaN pattern.
+    """
+    if scaled:
+        return jnp.where(mask, plgpu.load(ref.at[row, cols], mask=mask).astype(dtype), 0)
+    return plgpu.load(ref.at[row, cols], mask=mask, other=0).astype(dtype)
+
+
 def _decode_kernel(
     lo_ref, hi_ref, tables_ref, q_ref, k_ref, v_ref, *refs,
     kv_heads: int, page_size: int, pages_per_row: int, block_tokens: int, num_splits: int,
@@ -110,8 +121,8 @@ def _decode_kernel(
         row = flat[:, None]
         valid2 = jnp.broadcast_to(valid[:, None], (block_tokens, head_dim))
         # Both indices as arrays ([BK, 1] x [1, D]): a gather the interpreter can also run.
-        k = plgpu.load(k_ref.at[row, cols], mask=valid2, other=0)
-        v = plgpu.load(v_ref.at[row, cols], mask=valid2, other=0)
+        k = load_tile(k_ref, row, cols, valid2, scaled, q.dtype)
+        v = load_tile(v_ref, row, cols, valid2, scaled, q.dtype)
 
         scores = plgpu.dot(q, k.astype(q.dtype), trans_b=True)  # [GP, BK] f32
         if scaled:

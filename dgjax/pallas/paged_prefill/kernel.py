@@ -35,6 +35,8 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas.paged_attention.kernel import load_tile
+
 _LOG2E = math.log2(math.e)
 MIN_DOT_ROWS = 16  # Triton's dot needs every dimension >= 16
 SUPPORTED_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16), jnp.dtype(jnp.float32))
@@ -110,8 +112,8 @@ def _prefill_kernel(
         row = flat[:, None]
         valid2 = jnp.broadcast_to(valid[:, None], (block_k, head_dim))
         # Both indices as arrays ([BK, 1] x [1, D]): a gather the interpreter can also run.
-        k = plgpu.load(k_ref.at[row, cols], mask=valid2, other=0)
-        v = plgpu.load(v_ref.at[row, cols], mask=valid2, other=0)
+        k = load_tile(k_ref, row, cols, valid2, scaled, q.dtype)
+        v = load_tile(v_ref, row, cols, valid2, scaled, q.dtype)
 
         scores = plgpu.dot(q, k.astype(q.dtype), trans_b=True)  # [BM, BK] f32
         if scaled:
