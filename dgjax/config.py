@@ -56,6 +56,21 @@ class ModelConfig:
     # Per-layer "full_attention" / "sliding_attention" (Qwen2/Qwen3 with use_sliding_window);
     # empty: `sliding_window` (if set) applies to every layer.
     layer_types: tuple[str, ...] = ()
+    # Mixture of experts (num_experts == 0: dense). Which layers are sparse: see `is_moe_layer`.
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0  # each routed expert's hidden size
+    shared_expert_intermediate_size: int = 0  # 0: no shared expert (GLM: moe_intermediate * n_shared_experts)
+    moe_scoring_func: str = "softmax"  # softmax (Qwen3-MoE) | sigmoid (GLM-4.5, DeepSeek-V3)
+    moe_score_correction_bias: bool = False  # e_score_correction_bias added to scores for selection only
+    norm_topk_prob: bool = False  # renormalize the selected experts' weights to sum to 1
+    routed_scaling_factor: float = 1.0  # multiplies the routed experts' weights
+    n_group: int = 1  # group-limited routing: experts in n_group groups, top topk_group groups kept
+    topk_group: int = 1
+    first_k_dense_replace: int = 0  # the first k layers are dense (GLM, DeepSeek)
+    decoder_sparse_step: int = 1  # every step-th layer is sparse (Qwen MoE)
+    mlp_only_layers: tuple[int, ...] = ()  # dense layers by index (Qwen MoE)
+    num_nextn_predict_layers: int = 0  # MTP layers stored after the decoder layers (loaded, not run)
     torch_dtype: str = "bfloat16"
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
@@ -81,6 +96,12 @@ class ModelConfig:
         if self.layer_types and self.layer_types[layer] != "sliding_attention":
             return None
         return self.sliding_window
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether decoder layer `layer` (MTP layers continue the numbering) has a sparse MoE block."""
+        if self.num_experts <= 0 or layer < self.first_k_dense_replace or layer in self.mlp_only_layers:
+            return False
+        return (layer + 1) % self.decoder_sparse_step == 0
 
     @staticmethod
     def from_dir(model_dir: str) -> "ModelConfig":
@@ -116,6 +137,8 @@ class EngineConfig:
     # KV pages: auto (= dtype) | bfloat16 | float32 | fp8_e4m3 (alias fp8; e4m3 + per-token-head f32 scales)
     kv_cache_dtype: str = "auto"
     load_format: str = "safetensors"  # safetensors | dummy (random weights on device: benchmarks)
+    # Load-time weight conversion (dgjax.checkpoint.convert): none | fp8 | nvfp4 | nvfp4-experts | fp8+nvfp4-experts
+    quantize: str = "none"
     max_model_len: int | None = None  # None: min(model's max_position_embeddings, 8192)
     max_concurrency: int = 16  # decode slots; also the largest decode bucket used
     max_queue: int = 256  # waiting requests beyond which new ones get 503

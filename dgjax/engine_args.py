@@ -43,6 +43,10 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="KV cache pages: auto (= --dtype) or fp8_e4m3 (alias fp8: e4m3 with per-token-head scales)")
     e.add_argument("--load-format", default=d.load_format, choices=["safetensors", "dummy"],
                    help="dummy: random weights created on the device (benchmarks)")
+    e.add_argument("--quantize", default=d.quantize,
+                   choices=["none", "fp8", "nvfp4", "nvfp4-experts", "fp8+nvfp4-experts"],
+                   help="convert bf16 linear weights at load: fp8 (128x128 blocks), nvfp4, or nvfp4 for MoE "
+                        "experts only (from bf16 or FP8 checkpoints); lm_head, embeddings and routers stay")
     e.add_argument("--max-model-len", type=int, default=None)
     e.add_argument("--max-concurrency", "--max-num-seqs", type=int, default=d.max_concurrency,
                    help="requests decoded at once (decode slots)")
@@ -69,6 +73,7 @@ def engine_config_from_args(a: argparse.Namespace) -> EngineConfig:
         dtype=a.dtype,
         kv_cache_dtype=a.kv_cache_dtype,
         load_format=a.load_format,
+        quantize=a.quantize,
         max_model_len=a.max_model_len,
         max_concurrency=a.max_concurrency,
         max_queue=a.max_queue,

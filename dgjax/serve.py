@@ -16,6 +16,7 @@ import uvicorn
 
 from dgjax.engine_args import add_engine_args, engine_config_from_args, parse_size
 from dgjax.paths import default_model_dir
+from dgjax.serving.options import add_serving_args, serving_options_from_args
 
 logger = logging.getLogger("dgjax.serve")
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds running requests may finish after SIGTERM before being aborted")
     p.add_argument("--log-level", default="info",
                    choices=["critical", "error", "warning", "info", "debug"])
+    add_serving_args(p)
     add_engine_args(p)
     return p
 
@@ -64,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     served_name = args.served_model_name or os.path.basename(os.path.normpath(model_dir))
     config = engine_config_from_args(args)
+    options = serving_options_from_args(args)
 
     from dgjax.runtime.engine import Engine
     from dgjax.serving.app import DgjaxServer
@@ -71,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     engine = Engine(model_dir, config)
     engine.start()
     dgjax_server = DgjaxServer(engine, served_model_name=served_name, model_dir=model_dir,
-                               api_key=args.api_key, max_body_bytes=args.max_body_bytes)
+                               api_key=args.api_key, max_body_bytes=args.max_body_bytes,
+                               options=options)
     app = dgjax_server.build()
     logger.info("serving model '%s' from %s (max_model_len=%d, decode buckets %s, prefill "
                 "buckets %s, tensor_parallel=%d) at http://%s:%d%s", served_name, model_dir,

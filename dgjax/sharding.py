@@ -59,8 +59,13 @@ DEFAULT_RULES = ShardingRules(
         ("pages", None),
         ("page_slots", None),
         ("experts", None),
+        ("moe_ffw", TP),  # each routed expert's hidden units (tensor-parallel experts)
     )
 )
+
+# Expert parallelism: whole experts are split over the devices (each holds E / n of them); where the
+# device count does not divide the expert count, the rules fall back to splitting `moe_ffw`.
+EXPERT_PARALLEL_RULES = DEFAULT_RULES.replace(experts=TP)
 
 
 def make_mesh(tensor_parallel: int, devices: Sequence[Any] | None = None) -> Mesh:

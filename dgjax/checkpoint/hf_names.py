@@ -46,8 +46,28 @@ class HFSource:
         return view, tuple(range(n_out, len(shape))) + tuple(range(n_out))
 
 
+@dataclasses.dataclass(frozen=True)
+class HFStackedSource:
+    """Per-expert checkpoint tensors `names` (expert e's is names[e]) stacked on a new leading axis.
+
+    Each is laid out like an `HFSource` with the same `transpose` (e.g. `mlp.experts.{e}.gate_proj.weight`
+    [ffw, embed] -> [embed, ffw]), giving dgjax's [experts, ...] weight.
+    """
+
+    names: tuple[str, ...]
+    transpose: bool = False
+
+    def element(self, expert: int) -> HFSource:
+        return HFSource(self.names[expert], self.transpose)
+
+
+def source_names(src: "HFSource | HFStackedSource") -> tuple[str, ...]:
+    """The checkpoint tensors a source leaf reads."""
+    return src.names if isinstance(src, HFStackedSource) else (src.name,)
+
+
 def is_source(x: Any) -> bool:
-    return isinstance(x, HFSource)
+    return isinstance(x, (HFSource, HFStackedSource))
 
 
 # Tensors some checkpoints carry that no model reads (non-persistent buffers saved by old versions).
@@ -113,9 +133,17 @@ def hf_sources(cfg: ModelConfig) -> Any:
 
 
 def param_path_by_hf_name(cfg: ModelConfig) -> dict[str, str]:
-    """HF tensor name -> dgjax parameter path (as `jax.tree_util.keystr` writes it)."""
+    """HF tensor name -> dgjax parameter path (as `jax.tree_util.keystr` writes it; `[e]` appended for
+    expert e of a stacked weight)."""
     leaves = jax.tree_util.tree_flatten_with_path(hf_sources(cfg), is_leaf=is_source)[0]
-    return {src.name: jax.tree_util.keystr(path) for path, src in leaves}
+    out = {}
+    for path, src in leaves:
+        key = jax.tree_util.keystr(path)
+        if isinstance(src, HFStackedSource):
+            out.update({name: f"{key}[{e}]" for e, name in enumerate(src.names)})
+        else:
+            out[src.name] = key
+    return out
 
 
 def is_ignored(cfg: ModelConfig, name: str) -> bool:

@@ -1,6 +1,7 @@
 """Parse an HF `config.json` (+ `generation_config.json`) into a `ModelConfig`.
 
-Covers the dense families (Llama 3.x, Qwen2/2.5, Qwen3, Mistral) and both spellings of rope settings:
+Covers the dense families (Llama 3.x, Qwen2/2.5, Qwen3, Mistral), the MoE families Qwen3-MoE and
+GLM-4.5/4.6/4.7 (Glm4Moe), and both spellings of rope settings:
 transformers 4.x (`rope_scaling` + `rope_theta`) and 5.x (`rope_parameters`).
 """
 
@@ -16,6 +17,8 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
     "MistralForCausalLM": "mistral",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "Glm4MoeForCausalLM": "glm4_moe",
 }
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
@@ -99,6 +102,8 @@ def _sliding(hf: dict[str, Any], model_type: str, layers: int) -> tuple[int | No
     window = hf.get("sliding_window")
     if model_type == "mistral":
         return (int(window) if window else None), ()
+    if model_type == "qwen3_moe":  # HF Qwen3-MoE slides every layer when enabled
+        return (int(window), ()) if hf.get("use_sliding_window", False) and window else (None, ())
     if model_type in ("qwen2", "qwen3"):
         if not hf.get("use_sliding_window", False) or not window:
             return None, ()
@@ -116,8 +121,48 @@ def _bias_flags(hf: dict[str, Any], model_type: str) -> tuple[bool, bool, bool]:
         return True, False, False
     if model_type == "mistral":
         return False, False, False
+    if model_type == "glm4_moe":  # HF Glm4Moe: q/k/v bias per attention_bias, o_proj never
+        return bool(hf.get("attention_bias", False)), False, False
     attn = bool(hf.get("attention_bias", False))
     return attn, attn, bool(hf.get("mlp_bias", False)) if model_type == "llama" else False
+
+
+def _moe_fields(hf: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """MoE routing and layout fields of Qwen3-MoE and GLM-4.5 style configs, with HF's defaults."""
+    if model_type == "qwen3_moe":
+        return dict(
+            num_experts=int(hf.get("num_experts", hf.get("num_local_experts", 128))),
+            num_experts_per_tok=int(hf.get("num_experts_per_tok", 8)),
+            moe_intermediate_size=int(hf.get("moe_intermediate_size", 768)),
+            norm_topk_prob=bool(hf.get("norm_topk_prob", False)),
+            decoder_sparse_step=int(hf.get("decoder_sparse_step", 1)),
+            mlp_only_layers=tuple(int(i) for i in hf.get("mlp_only_layers") or ()),
+        )
+    if model_type == "glm4_moe":
+        moe_ffw = int(hf.get("moe_intermediate_size", 1408))
+        return dict(
+            num_experts=int(hf.get("n_routed_experts", hf.get("num_local_experts", 128))),
+            num_experts_per_tok=int(hf.get("num_experts_per_tok", 8)),
+            moe_intermediate_size=moe_ffw,
+            shared_expert_intermediate_size=moe_ffw * int(hf.get("n_shared_experts", 1)),
+            moe_scoring_func="sigmoid",
+            moe_score_correction_bias=True,
+            norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
+            routed_scaling_factor=float(hf.get("routed_scaling_factor", 1.0)),
+            n_group=int(hf.get("n_group", 1)),
+            topk_group=int(hf.get("topk_group", 1)),
+            first_k_dense_replace=int(hf.get("first_k_dense_replace", 1)),
+            num_nextn_predict_layers=int(hf.get("num_nextn_predict_layers", hf.get("num_mtp_layers", 0)) or 0),
+        )
+    return {}
+
+
+def _with_family_defaults(hf: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """Fill config keys whose HF default differs by family (Glm4MoeConfig defaults to half-rotary)."""
+    rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
+    if model_type == "glm4_moe" and "partial_rotary_factor" not in hf and "partial_rotary_factor" not in rope:
+        return {**hf, "partial_rotary_factor": 0.5}
+    return hf
 
 
 def _opt(d: dict[str, Any], key: str, kind: type) -> Any:
@@ -134,6 +179,7 @@ def parse_hf_config(hf: dict[str, Any], gen: dict[str, Any]) -> ModelConfig:
     """Build the static ModelConfig; unknown architectures or rope types raise ValueError."""
     arch = _architecture(hf)
     model_type = hf.get("model_type") or SUPPORTED_ARCHITECTURES[arch]
+    hf = _with_family_defaults(hf, model_type)
     heads = int(hf["num_attention_heads"])
     hidden = int(hf["hidden_size"])
     layers = int(hf["num_hidden_layers"])
@@ -161,9 +207,10 @@ def parse_hf_config(hf: dict[str, Any], gen: dict[str, Any]) -> ModelConfig:
         attention_bias=qkv_bias,
         o_proj_bias=o_bias,
         mlp_bias=mlp_bias,
-        qk_norm=model_type == "qwen3",
+        qk_norm=model_type in ("qwen3", "qwen3_moe") or (model_type == "glm4_moe" and bool(hf.get("use_qk_norm"))),
         sliding_window=window,
         layer_types=layer_types,
+        **_moe_fields(hf, model_type),
         torch_dtype=str(hf.get("dtype") or hf.get("torch_dtype") or "bfloat16"),
         bos_token_id=_first_id(hf, gen, "bos_token_id"),
         eos_token_ids=_token_ids(hf.get("eos_token_id"), gen.get("eos_token_id")),

@@ -1,7 +1,8 @@
 """Weight-consuming ops that model code calls instead of raw `@`, so weight formats can dispatch here.
 
 Weights are stored input-major: a weight of shape [*in_dims, *out_dims] contracts x's trailing
-`len(in_dims)` dimensions. Quantized weight nodes will add their own branch in `matmul`.
+`len(in_dims)` dimensions. Quantized weight nodes (`dgjax.quant`) stand for such a weight and take their
+own branch in `matmul` (the float32-dequantizing reference for now; GEMV kernels plug in there).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import math
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from dgjax.quant import is_quantized, reference_matmul
 
 
 def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None) -> jax.Array:
@@ -24,6 +27,8 @@ def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None) -> 
     reduction, which made batch-1 decode 2.2x slower per step than batch 2 (measured on an H200,
     benchmarks/gemv_layout.py and decode_bench; see benchmarks/results/).
     """
+    if is_quantized(w):
+        return reference_matmul(x, w, contract=contract, out_dtype=out_dtype)
     in_shape, out_shape = w.shape[:contract], w.shape[contract:]
     lead = x.shape[: x.ndim - contract]
     k = math.prod(in_shape)

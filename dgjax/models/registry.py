@@ -25,11 +25,27 @@ def _dense() -> ModelFamily:
     return ModelFamily("dense", llama.param_specs, llama.forward, llama.logits, DENSE_NAMES)
 
 
+def _qwen3_moe() -> ModelFamily:
+    from dgjax.checkpoint.moe_names import MOE_NAMES
+    from dgjax.models import qwen3_moe
+
+    return ModelFamily("qwen3_moe", qwen3_moe.param_specs, qwen3_moe.forward, qwen3_moe.logits, MOE_NAMES)
+
+
+def _glm4_moe() -> ModelFamily:
+    from dgjax.checkpoint.moe_names import MOE_NAMES
+    from dgjax.models import glm4_moe
+
+    return ModelFamily("glm4_moe", glm4_moe.param_specs, glm4_moe.forward, glm4_moe.logits, MOE_NAMES)
+
+
 _FAMILIES: dict[str, Callable[[], ModelFamily]] = {
     "LlamaForCausalLM": _dense,
     "Qwen2ForCausalLM": _dense,
     "Qwen3ForCausalLM": _dense,
     "MistralForCausalLM": _dense,
+    "Qwen3MoeForCausalLM": _qwen3_moe,
+    "Glm4MoeForCausalLM": _glm4_moe,
 }
 
 

@@ -4,6 +4,13 @@ Callers (the HTTP server, the offline `LLM`) talk to it only through `submit`/`a
 `on_output` callbacks; the loop never waits on them. Within the loop, step N+1 is dispatched before
 the results of step N are read back, so the device never idles on the host; a stop (EOS, stop string)
 is therefore seen one tick late and the extra token is dropped.
+
+Structured output (a request with a grammar): the mask of token N+1 depends on token N, so while
+such a request decodes, each tick is split in two executables. The forward pass of tick N+1 needs
+only device-resident tokens and is dispatched first; then tick N's tokens are read, every grammar
+consumes its token, llguidance computes the masks on the host (in parallel across requests) while
+the forward pass runs, and the sampling half is dispatched with them. Unconstrained rows share the
+tick with an all-ones mask. A prefill's first token gets its mask at dispatch (the grammar's start).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from dgjax.runtime.types import (
 )
 from dgjax.runtime import sampler
 from dgjax.runtime.executor import MAX_LOGIT_BIAS
+from dgjax.structured.backend import GrammarBackend, allow_all_bitmask
 
 __all__ = ["Engine", "EngineStats", "QueueFullError"]
 
@@ -74,6 +82,7 @@ class Engine:
         self.eos_token_ids = tuple(
             sorted(set(self.model_config.eos_token_ids) | set(self.tokenizer.eos_token_ids))
         )
+        self.structured = GrammarBackend(self.tokenizer, self.model_config.vocab_size, self.eos_token_ids)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def load(self, progress: Callable[[str], None] | None = None) -> None:
@@ -129,8 +138,12 @@ class Engine:
             queued = self._inbox.qsize() + (len(self.scheduler.waiting) if self._loaded else 0)
             if queued >= self.config.max_queue:
                 raise QueueFullError(f"{queued} requests are already waiting")
+        # A GrammarError is a ValueError (the request's fault); compiled grammars are cached, so
+        # the server's earlier `structured.validate` makes this a copy.
+        matcher = self.structured.matcher(p.grammar) if p.grammar is not None else None
         out = OutputProcessor(self.tokenizer, req.request_id, req.prompt_token_ids, p, self.eos_token_ids)
-        seq = Sequence(req=req, on_output=on_output, max_new=max_new, seed=seed, output=out)
+        seq = Sequence(req=req, on_output=on_output, max_new=max_new, seed=seed, output=out,
+                       matcher=matcher)
         self._inbox.put(("add", seq))
 
     def abort(self, request_id: str) -> None:
@@ -193,11 +206,48 @@ class Engine:
         if work is not None:
             dispatched.append(self._dispatch_prefill(work))
         rows = self.scheduler.next_decode(ex.decode_buckets[-1])
+        if rows and any(s.matcher is not None for s in rows):
+            self._constrained_decode(rows, dispatched)
+            return
         if rows:
             dispatched.append(self._dispatch_decode(rows))
         previous, self._inflight = self._inflight, dispatched
         for item in previous:
             self._process(item)
+
+    def _constrained_decode(self, rows: list[Sequence], dispatched: list[_Inflight]) -> None:
+        """A decode tick with grammar rows: forward first, masks on the host meanwhile, then sample."""
+        ex = self._loaded.executor
+        width, slot_ids, active, tables = self._decode_layout(rows)
+        logits = ex.decode_forward(slot_ids, tables, active)
+        previous, self._inflight = self._inflight, []
+        for item in previous:
+            self._process(item)
+        in_tick = set(rows)
+        pending = []
+        for item in dispatched:  # this iteration's prefill: read it now if it fed a grammar row
+            seq = item.seqs[0]
+            if item.work.is_last and seq in in_tick and seq.matcher is not None:
+                self._process(item)
+            else:
+                pending.append(item)
+        bitmask = self._grammar_masks(rows, width)
+        want_top = any((s.req.params.logprobs or 0) > 0 for s in rows)
+        result = ex.decode_sample(logits, slot_ids, active, self._sampling(rows, width), bitmask, want_top)
+        self._inflight = pending + [_Inflight("decode", rows, result)]
+
+    def _grammar_masks(self, rows: list[Sequence], width: int) -> np.ndarray:
+        """[width, W] int32 next-token masks: each live grammar row's, all ones elsewhere."""
+        bitmask = allow_all_bitmask(width, self.model_config.vocab_size)
+        live = [(s.matcher, i) for i, s in enumerate(rows) if s.matcher is not None and not s.finished]
+        self.structured.fill_bitmask(live, bitmask)
+        for _, i in live:
+            if not bitmask[i].any():  # a dead end (cannot happen for a sound grammar): allow EOS
+                log.warning("grammar of %s allows no token; ending it with EOS", rows[i].request_id)
+                words = bitmask.view(np.uint32)
+                for eos in self.eos_token_ids:
+                    words[i, eos // 32] |= np.uint32(1 << (eos % 32))
+        return bitmask
 
     def _sampling(self, seqs: list[Sequence], width: int):
         key = (width,) + tuple(id(s) for s in seqs)
@@ -220,14 +270,15 @@ class Engine:
         following = seq.prompt[work.start + 1: work.start + work.length + 1]
         nxt[: len(following)] = following
         st = sampler.build_sampling_tensors([seq.req.params], 1, MAX_LOGIT_BIAS, [seq.seed])
+        bitmask = self._grammar_masks([seq], 1) if seq.matcher is not None and work.is_last else None
         result = ex.prefill(
             seq.slot, tokens, nxt, work.start, work.length,
             self.scheduler.block_table(seq, ex.max_pages_per_seq), work.is_last, st,
-            seq.wants_prompt_logprobs,
+            seq.wants_prompt_logprobs, bitmask,
         )
         return _Inflight("prefill", [seq], result, work)
 
-    def _dispatch_decode(self, rows: list[Sequence]) -> _Inflight:
+    def _decode_layout(self, rows: list[Sequence]):
         ex = self._loaded.executor
         width = ex.decode_width(len(rows))
         slot_ids = np.full((width,), ex.pad_slot, np.int32)
@@ -237,6 +288,11 @@ class Engine:
             slot_ids[i] = seq.slot
             active[i] = True
             tables[i] = self.scheduler.block_table(seq, ex.max_pages_per_seq)
+        return width, slot_ids, active, tables
+
+    def _dispatch_decode(self, rows: list[Sequence]) -> _Inflight:
+        ex = self._loaded.executor
+        width, slot_ids, active, tables = self._decode_layout(rows)
         want_top = any((s.req.params.logprobs or 0) > 0 for s in rows)
         st = self._sampling(rows, width)
         result = ex.decode(slot_ids, tables, active, st, want_top)
@@ -280,7 +336,15 @@ class Engine:
             k = seq.req.params.logprobs
             top = [(int(a), float(b)) for a, b in zip(res.top_ids[row][:k], res.top_logprobs[row][:k])]
             lp = TokenLogprob(int(res.tokens[row]), float(res.logprobs[row]), top)
-        stop = seq.output.add_token(int(res.tokens[row]), lp)
+        token = int(res.tokens[row])
+        if seq.matcher is not None and not seq.matcher.consume_token(token):
+            # The mask made this impossible; if it happens, fail loudly rather than emit bad output.
+            self._emit_final(seq, FinishReason.ABORT,
+                             error=f"sampled token {token} violates the grammar: {seq.matcher.get_error()}")
+            return
+        stop = seq.output.add_token(token, lp)
+        if stop is None and seq.matcher is not None and seq.matcher.is_stopped():
+            stop = (FinishReason.STOP, None)  # the grammar is complete: nothing but EOS could follow
         if stop is None and len(seq.output.token_ids) >= seq.max_new:
             stop = (FinishReason.LENGTH, None)
         if stop is not None:

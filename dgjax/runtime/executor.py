@@ -1,7 +1,9 @@
 """Ahead-of-time compiled step executables, one per bucket, called directly with the donated state.
 
 Decode executables are keyed by (batch width, top-logprobs on/off), prefill executables by (chunk
-size, prompt-logprobs on/off). All are lowered from abstract shapes before the first request and
+size, prompt-logprobs on/off). While a request with a grammar decodes, its ticks run split in two
+(`decode_forward` per width, `decode_sample` per width and top-logprobs) so that the host can
+compute the grammar masks while the forward pass runs; those are compiled ahead of time too. All are lowered from abstract shapes before the first request and
 kept in dicts; a request that would need a shape outside the buckets is split (prefill) or padded
 (decode) by the scheduler, so serving never compiles. Each dispatch returns device arrays whose
 host copy has already been started, so the caller can read tick N while tick N+1 runs.
@@ -49,8 +51,12 @@ class Executor:
         self.pad_slot = self.num_slots
         self._replicated = NamedSharding(mesh, PartitionSpec())
         self._decode: dict[tuple[int, int], Any] = {}
+        self._decode_forward: dict[int, Any] = {}
+        self._decode_sample: dict[tuple[int, int], Any] = {}
         self._prefill: dict[tuple[int, bool], Any] = {}
         self._init_slot = None
+        self.mask_words = sampler.bitmask_words(cfg.vocab_size)
+        self._allow_all_row = None  # device [1, W] all-ones mask for prefills without a grammar
 
     # ---- compilation -------------------------------------------------------------------------
     def _arg(self, shape, dtype):
@@ -81,6 +87,8 @@ class Executor:
         tops = (0, MAX_TOP_LOGPROBS) if self.aot_logprob_variants else (0,)
         plps = (False, True) if self.aot_logprob_variants else (False,)
         jobs = [("decode", (w, k)) for w in self.decode_buckets for k in tops]
+        jobs += [("decode_forward", w) for w in self.decode_buckets]
+        jobs += [("decode_sample", (w, k)) for w in self.decode_buckets for k in tops]
         jobs += [("prefill", (c, p)) for c in self.prefill_buckets for p in plps]
         jobs.append(("init_slot", None))
         for i, (kind, key) in enumerate(jobs):
@@ -88,6 +96,10 @@ class Executor:
                 progress(f"compiling {kind} {key} ({i + 1}/{len(jobs)})")
             if kind == "decode":
                 self._decode[key] = self._compile_decode(p_abs, s_abs, *key)
+            elif kind == "decode_forward":
+                self._decode_forward[key] = self._compile_decode_forward(p_abs, s_abs, key)
+            elif kind == "decode_sample":
+                self._decode_sample[key] = self._compile_decode_sample(s_abs, *key)
             elif kind == "prefill":
                 self._prefill[key] = self._compile_prefill(p_abs, s_abs, *key)
             else:
@@ -114,6 +126,28 @@ class Executor:
         )
         return self._compile(f"decode[B={width},top={num_top}]", fn, args, (1,))
 
+    def _compile_decode_forward(self, p_abs, s_abs, width: int):
+        fn = steps.bind(steps.decode_forward, family=self.family, cfg=self.cfg)
+        args = (
+            p_abs, s_abs,
+            self._arg((width,), jnp.int32),
+            self._arg((width, self.max_pages_per_seq), jnp.int32),
+            self._arg((width,), jnp.bool_),
+        )
+        return self._compile(f"decode_forward[B={width}]", fn, args, (1,))
+
+    def _compile_decode_sample(self, s_abs, width: int, num_top: int):
+        fn = steps.bind(steps.decode_sample, num_top=num_top)
+        args = (
+            s_abs,
+            self._arg((width, self.cfg.vocab_size), jnp.float32),
+            self._arg((width,), jnp.int32),
+            self._arg((width,), jnp.bool_),
+            self._sampling_abstract(width),
+            self._arg((width, self.mask_words), jnp.int32),
+        )
+        return self._compile(f"decode_sample[B={width},top={num_top}]", fn, args, (0,))
+
     def _compile_prefill(self, p_abs, s_abs, chunk: int, with_plp: bool):
         fn = steps.bind(
             steps.prefill_chunk, family=self.family, cfg=self.cfg,
@@ -130,6 +164,7 @@ class Executor:
             self._arg((self.max_pages_per_seq,), i32),
             self._arg((), jnp.bool_),
             self._sampling_abstract(1),
+            self._arg((1, self.mask_words), jnp.int32),
         )
         return self._compile(f"prefill[T={chunk},prompt_logprobs={with_plp}]", fn, args, (1,))
 
@@ -162,8 +197,37 @@ class Executor:
         _start_copy(res)
         return res
 
+    def decode_forward(self, slot_ids, block_tables, active):
+        """First half of a split tick: returns the logits (device) for `decode_sample`."""
+        width = len(slot_ids)
+        exe = self._decode_forward.get(width)
+        if exe is None:
+            log.warning("cold compile while serving: decode_forward %s was not compiled ahead of time", width)
+            exe = self._decode_forward[width] = self._compile_decode_forward(
+                _abstract(self.params), _abstract(self.state), width)
+        self.state, logits = exe(self.params, self.state, slot_ids, block_tables, active)
+        return logits
+
+    def decode_sample(self, logits, slot_ids, active, st, bitmask, want_top: bool):
+        """Second half: sample under the grammar `bitmask` [B, W] int32; copy-back started."""
+        key = (len(slot_ids), MAX_TOP_LOGPROBS if want_top else 0)
+        exe = self._decode_sample.get(key)
+        if exe is None:
+            log.warning("cold compile while serving: decode_sample %s was not compiled ahead of time", key)
+            exe = self._decode_sample[key] = self._compile_decode_sample(_abstract(self.state), *key)
+        self.state, res = exe(self.state, logits, slot_ids, active, st, bitmask)
+        _start_copy(res)
+        return res
+
+    def allow_all_mask_row(self) -> jax.Array:
+        """The [1, W] mask a prefill without a grammar gets (kept on the device)."""
+        if self._allow_all_row is None:
+            self._allow_all_row = self.put(np.full((1, self.mask_words), -1, np.int32))
+        return self._allow_all_row
+
     def prefill(self, slot, tokens, next_tokens, start_pos, num_valid, block_table, is_last, st,
-                with_prompt_logprobs: bool):
+                with_prompt_logprobs: bool, bitmask=None):
+        """`bitmask` [1, W] int32: the first token's grammar mask (None: every token allowed)."""
         key = (len(tokens), with_prompt_logprobs)
         exe = self._prefill.get(key)
         if exe is None:
@@ -172,6 +236,7 @@ class Executor:
         self.state, out = exe(
             self.params, self.state, np.int32(slot), tokens, next_tokens, np.int32(start_pos),
             np.int32(num_valid), block_table, np.bool_(is_last), st,
+            self.allow_all_mask_row() if bitmask is None else bitmask,
         )
         _start_copy(out)
         return out

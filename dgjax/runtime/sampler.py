@@ -147,6 +147,20 @@ def _apply_logit_bias(x: jax.Array, bias_ids: jax.Array, bias_vals: jax.Array) -
     return x.at[rows, ids].add(bias_vals.astype(jnp.float32), mode="drop")
 
 
+def bitmask_words(vocab: int) -> int:
+    """int32 words per grammar-mask row: one bit per vocabulary id."""
+    return (vocab + 31) // 32
+
+
+def apply_token_bitmask(logits: jax.Array, bitmask: jax.Array) -> jax.Array:
+    """Disallowed tokens -> -inf. bitmask i32 [B, ceil(V/32)]: bit j of word w allows token
+    32*w + j (llguidance's layout). An all-ones row leaves its logits bit-identical."""
+    rows, vocab = logits.shape
+    bits = (bitmask[:, :, None] >> jnp.arange(32, dtype=jnp.int32)) & 1
+    allowed = bits.reshape(rows, -1)[:, :vocab].astype(jnp.bool_)
+    return jnp.where(allowed, logits, -jnp.inf)
+
+
 def sample(
     logits: jax.Array,
     st: SamplingTensors,
@@ -154,14 +168,19 @@ def sample(
     prompt_mask: jax.Array,
     step: jax.Array,
     num_top_logprobs: int = 0,
+    bitmask: jax.Array | None = None,
 ) -> SampleResult:
     """Draw one token per row. `num_top_logprobs` is static (0 or MAX_TOP_LOGPROBS).
 
     logits f32/bf16 [B, V]; output_counts i32 [B, V] (times each token was generated);
     prompt_mask bool [B, V] (token occurs in the prompt); step i32 [B] (the row's output position,
-    folded into its key so each step draws fresh noise).
+    folded into its key so each step draws fresh noise). `bitmask` (structured output) removes
+    tokens before anything else, so they are never drawn and the reported logprobs are those of
+    the constrained distribution (as in vLLM, which masks before its sampler).
     """
     raw = logits.astype(jnp.float32)
+    if bitmask is not None:
+        raw = apply_token_bitmask(raw, bitmask)
     greedy = st.temperature < GREEDY_TEMPERATURE
     temperature = jnp.where(greedy, 1.0, st.temperature)
 

@@ -44,6 +44,7 @@ class Sequence:
     num_dispatched: int = 0  # generated tokens whose sampling has been dispatched
     prompt_logprobs: list | None = None
     prompt_logprobs_sent: bool = False  # delivered with the first output
+    matcher: object | None = None  # llguidance LLMatcher: the request's grammar state (structured output)
 
     @property
     def prompt(self) -> list[int]:

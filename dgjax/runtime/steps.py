@@ -38,43 +38,72 @@ def _result(res) -> StepResult:
     return StepResult(res.tokens, res.logprobs, res.top_ids, res.top_logprobs)
 
 
+def _decode_logits(params, state: DeviceState, slot_ids, block_tables, active, family, cfg):
+    """The model half of a decode tick: feed each slot's last token; returns (kv, logits [B, V])."""
+    tokens = state.last_tokens[slot_ids]
+    pos = state.positions[slot_ids]
+    batch = ForwardBatch(
+        tokens=tokens[:, None],
+        positions=pos[:, None],
+        query_lens=active.astype(jnp.int32),
+        block_tables=block_tables,
+        context_lens=jnp.where(active, pos + 1, 0),
+    )
+    hidden, kv = family.forward(params, state.kv, batch, cfg)
+    return kv, family.logits(params, hidden[:, 0], cfg)
+
+
+def _sample_and_advance(state: DeviceState, logits, slot_ids, active, st, bitmask, num_top):
+    """The sampling half: draw the next token per slot and advance the slot's bookkeeping."""
+    counts = state.output_counts[slot_ids]
+    res = sampler.sample(
+        logits, st, counts, state.prompt_mask[slot_ids], state.steps[slot_ids], num_top, bitmask
+    )
+    counts = sampler.update_counts(counts, res.tokens, active)
+    step_inc = active.astype(jnp.int32)
+    new_state = state.replace(
+        last_tokens=state.last_tokens.at[slot_ids].set(res.tokens),
+        positions=state.positions.at[slot_ids].add(step_inc),
+        steps=state.steps.at[slot_ids].add(step_inc),
+        output_counts=state.output_counts.at[slot_ids].set(counts),
+    )
+    return new_state, _result(res)
+
+
 def decode_tick(params, state: DeviceState, slot_ids, block_tables, active, st, *, family, cfg, num_top):
     """Feed each slot's last token, sample the next one, advance the slot's bookkeeping."""
     with jax.named_scope("decode_tick"):
-        tokens = state.last_tokens[slot_ids]
-        pos = state.positions[slot_ids]
-        batch = ForwardBatch(
-            tokens=tokens[:, None],
-            positions=pos[:, None],
-            query_lens=active.astype(jnp.int32),
-            block_tables=block_tables,
-            context_lens=jnp.where(active, pos + 1, 0),
-        )
-        hidden, kv = family.forward(params, state.kv, batch, cfg)
-        logits = family.logits(params, hidden[:, 0], cfg)
-        counts = state.output_counts[slot_ids]
-        res = sampler.sample(
-            logits, st, counts, state.prompt_mask[slot_ids], state.steps[slot_ids], num_top
-        )
-        counts = sampler.update_counts(counts, res.tokens, active)
-        step_inc = active.astype(jnp.int32)
-        new_state = state.replace(
-            kv=kv,
-            last_tokens=state.last_tokens.at[slot_ids].set(res.tokens),
-            positions=state.positions.at[slot_ids].add(step_inc),
-            steps=state.steps.at[slot_ids].add(step_inc),
-            output_counts=state.output_counts.at[slot_ids].set(counts),
-        )
-        return new_state, _result(res)
+        kv, logits = _decode_logits(params, state, slot_ids, block_tables, active, family, cfg)
+        return _sample_and_advance(state.replace(kv=kv), logits, slot_ids, active, st, None, num_top)
+
+
+def decode_forward(params, state: DeviceState, slot_ids, block_tables, active, *, family, cfg):
+    """A decode tick split for structured output, first half: the forward pass only.
+
+    It needs nothing from the host but the batch layout, so it is dispatched before the previous
+    tick's tokens are read; the host computes the grammar masks while it runs. Returns the state
+    (new KV) and the logits f32 [B, V] that `decode_sample` consumes.
+    """
+    with jax.named_scope("decode_forward"):
+        kv, logits = _decode_logits(params, state, slot_ids, block_tables, active, family, cfg)
+        return state.replace(kv=kv), logits.astype(jnp.float32)
+
+
+def decode_sample(state: DeviceState, logits, slot_ids, active, st, bitmask, *, num_top):
+    """Second half: sample from `decode_forward`'s logits under the grammar bitmask [B, W]."""
+    with jax.named_scope("decode_sample"):
+        return _sample_and_advance(state, logits, slot_ids, active, st, bitmask, num_top)
 
 
 def prefill_chunk(
     params, state: DeviceState, slot, tokens, next_tokens, start_pos, num_valid, block_table,
-    is_last, st, *, family, cfg, num_top, with_prompt_logprobs,
+    is_last, st, bitmask, *, family, cfg, num_top, with_prompt_logprobs,
 ):
     """Write one chunk of one prompt into the cache; on the last chunk sample the first token.
 
     `next_tokens[t]` is the prompt token after chunk position t (used only for prompt logprobs).
+    `bitmask` [1, W] is the grammar mask of the first token (all ones without a grammar): it is
+    known before the prefill runs, so every prefill takes one and no variant is needed.
     """
     with jax.named_scope("prefill_chunk"):
         chunk = tokens.shape[0]
@@ -92,7 +121,8 @@ def prefill_chunk(
         slot_v = slot[None]
         counts = state.output_counts[slot_v]
         res = sampler.sample(
-            logits, st, counts, state.prompt_mask[slot_v], jnp.zeros((1,), jnp.int32), num_top
+            logits, st, counts, state.prompt_mask[slot_v], jnp.zeros((1,), jnp.int32), num_top,
+            bitmask,
         )
         new_counts = sampler.update_counts(counts, res.tokens, is_last[None])
 

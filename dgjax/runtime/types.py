@@ -36,6 +36,9 @@ class SamplingParams:
     prompt_logprobs: int | None = None  # as logprobs, for every prompt token (echo)
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
+    # Structured output: an llguidance grammar (Lark, or its JSON form; see dgjax.structured) the
+    # generated tokens must follow. None: unconstrained. The request ends when the grammar does.
+    grammar: str | None = None
 
     def needs_penalties(self) -> bool:
         return (

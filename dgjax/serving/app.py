@@ -22,6 +22,7 @@ from dgjax.serving.context import ServerContext
 from dgjax.serving.engine_client import AsyncEngineClient
 from dgjax.serving.errors import APIError, http_status_error
 from dgjax.serving.metrics import CONTENT_TYPE, ServingMetrics
+from dgjax.serving.options import ServingOptions, context_fields
 from dgjax.serving.protocol import ModelDefaults, parse_json_object
 
 logger = logging.getLogger("dgjax.serving")
@@ -60,7 +61,8 @@ class DgjaxServer:
     """Holds the app's state; the routes are its methods."""
 
     def __init__(self, engine, *, served_model_name: str, model_dir: str,
-                 api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+                 api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                 options: ServingOptions | None = None) -> None:
         self.engine = engine
         self._engine_stopped = False
         self._shutdown_lock = threading.Lock()
@@ -75,7 +77,8 @@ class DgjaxServer:
             max_model_len=engine.max_model_len, vocab_size=mc.vocab_size,
             defaults=ModelDefaults(temperature=mc.default_temperature, top_p=mc.default_top_p,
                                    top_k=mc.default_top_k,
-                                   repetition_penalty=mc.default_repetition_penalty))
+                                   repetition_penalty=mc.default_repetition_penalty),
+            **context_fields(engine.tokenizer, options or ServingOptions()))
 
     def begin_shutdown(self) -> None:
         """From now on, new generation requests and /health get 503."""
@@ -109,7 +112,7 @@ class DgjaxServer:
         ctx = self.ctx
         card = {"id": ctx.served_model_name, "object": "model", "created": ctx.created,
                 "owned_by": "dgjax", "root": ctx.model_dir, "parent": None,
-                "max_model_len": ctx.max_model_len}
+                "max_model_len": ctx.max_model_len, "capabilities": ctx.capabilities}
         return JSONResponse({"object": "list", "data": [card]})
 
     async def health(self, request: Request) -> Response:
@@ -174,7 +177,8 @@ async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def build_app(engine, *, served_model_name: str, model_dir: str, api_key: str | None = None,
-              max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Starlette:
+              max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+              options: ServingOptions | None = None) -> Starlette:
     """An app serving a started engine; the app's lifespan end shuts the engine down."""
     return DgjaxServer(engine, served_model_name=served_model_name, model_dir=model_dir,
-                       api_key=api_key, max_body_bytes=max_body_bytes).build()
+                       api_key=api_key, max_body_bytes=max_body_bytes, options=options).build()

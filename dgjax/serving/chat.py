@@ -16,7 +16,10 @@ from dgjax.serving.context import (ChoiceResult, ServerContext, collect, engine_
 from dgjax.serving.errors import APIError, bad_request
 from dgjax.serving.logprobs import TokenRenderer, chat_logprobs
 from dgjax.serving.protocol import ChatRequest, check_context, parse_chat_request
+from dgjax.serving.reasoning_effort import apply_reasoning_effort
 from dgjax.serving.sse import SSE_DONE, EventStreamResponse, sse_event, until_disconnect
+from dgjax.serving.structured import chat_grammar
+from dgjax.serving.tool_output import RequestParsing, encode_chat_prompt
 
 logger = logging.getLogger("dgjax.serving")
 
@@ -27,7 +30,8 @@ def render_chat_prompt(tokenizer, req: ChatRequest) -> list[int]:
     if req.continue_final_message:
         kwargs["continue_final_message"] = True
     try:
-        ids = tokenizer.encode_chat(req.messages, req.add_generation_prompt, req.tools, **kwargs)
+        ids = encode_chat_prompt(tokenizer, req.messages, req.add_generation_prompt, req.tools,
+                                 **kwargs)
     except Exception as e:  # ChatTemplateError (raise_exception, sandbox), odd kwargs ...
         raise bad_request(f"The chat template rejected the conversation: {e}", "messages",
                           "chat_template_error") from None
@@ -36,11 +40,17 @@ def render_chat_prompt(tokenizer, req: ChatRequest) -> list[int]:
 
 async def create_chat_completion(ctx: ServerContext, request: Request,
                                  body: dict[str, Any]) -> Any:
-    req = parse_chat_request(body, ctx.vocab_size, ctx.defaults)
+    # off the event loop: attached PDFs take real CPU time to read
+    req = await asyncio.to_thread(parse_chat_request, body, ctx.vocab_size, ctx.defaults,
+                                  ctx.options.content)
     ctx.check_model(req.common.model)
+    headers = apply_reasoning_effort(body, req.template_kwargs, ctx.reasoning,
+                                     ctx.options.unsupported_reasoning_effort)
     prompt_ids = await asyncio.to_thread(render_chat_prompt, ctx.tokenizer, req)
     params = req.common.params
     check_context(len(prompt_ids), params.max_tokens, ctx.max_model_len, "messages")
+    parsing = ctx.output_parsing.for_request(req, prompt_ids, ctx.tokenizer)  # may edit params
+    params.grammar = await chat_grammar(ctx, body, req)  # response_format, strict/forced tools
     request_id = new_request_id("chatcmpl")
     n = req.common.n
     group = ctx.client.submit(fan_out(request_id, [prompt_ids], params, n), ["messages"] * n)
@@ -48,25 +58,27 @@ async def create_chat_completion(ctx: ServerContext, request: Request,
     name = ctx.served_model_name
     if req.common.stream:
         return EventStreamResponse(_stream(group, req, renderer, request_id, name,
-                                           len(prompt_ids)))
+                                           len(prompt_ids), parsing),
+                                   keepalive_s=ctx.options.sse_keepalive_s, headers=headers)
     try:
         results = await until_disconnect(request.receive, collect(ctx, group, n))
     finally:
         group.abort_unfinished()
     return JSONResponse(_full_response(results, req, renderer, request_id, name,
-                                       len(prompt_ids)))
+                                       len(prompt_ids), parsing), headers=headers)
 
 
 def _full_response(results: list[ChoiceResult], req: ChatRequest, r: TokenRenderer,
-                   request_id: str, model: str, prompt_len: int) -> dict[str, Any]:
+                   request_id: str, model: str, prompt_len: int,
+                   parsing: RequestParsing) -> dict[str, Any]:
     choices = []
     for i, res in enumerate(results):
         logprobs = ({"content": chat_logprobs(res.logprobs, r, req.top_logprobs), "refusal": None}
                     if req.logprobs else None)
-        choices.append({"index": i,
-                        "message": {"role": "assistant", "content": "".join(res.text),
-                                    "refusal": None, "tool_calls": []},
-                        "logprobs": logprobs, "finish_reason": res.finish_reason,
+        parser = parsing.choice()
+        choices.append({"index": i, "message": parser.message("".join(res.text)),
+                        "logprobs": logprobs, "finish_reason": parser.finish_reason(
+                            res.finish_reason),
                         "stop_reason": res.stop_reason})
     return {"id": request_id, "object": "chat.completion", "created": int(time.time()),
             "model": model, "choices": choices,
@@ -75,7 +87,7 @@ def _full_response(results: list[ChoiceResult], req: ChatRequest, r: TokenRender
 
 
 async def _stream(group, req: ChatRequest, r: TokenRenderer, request_id: str, model: str,
-                  prompt_len: int) -> AsyncIterator[bytes]:
+                  prompt_len: int, parsing: RequestParsing) -> AsyncIterator[bytes]:
     created = int(time.time())
     include_usage = req.common.include_usage
 
@@ -89,6 +101,7 @@ async def _stream(group, req: ChatRequest, r: TokenRenderer, request_id: str, mo
 
     generated = [0] * req.common.n
     cached = 0
+    parsers = [parsing.choice() for _ in range(req.common.n)]
     try:
         for i in range(req.common.n):
             yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""},
@@ -99,16 +112,22 @@ async def _stream(group, req: ChatRequest, r: TokenRenderer, request_id: str, mo
             if out.error:
                 yield sse_event(engine_error(out.error, generated[i]).body())
                 break
-            if not (out.text or out.token_ids or out.finished):
+            deltas = parsers[i].deltas(out.text, out.finished)  # text held back gives none
+            if not (deltas or out.token_ids or out.finished):
                 continue
-            choice: dict[str, Any] = {"index": i, "delta": {"content": out.text} if out.text else {},
-                                      "logprobs": None, "finish_reason": finish_reason_str(out)}
-            if req.logprobs:
-                choice["logprobs"] = {"content": chat_logprobs(out.logprobs or [], r,
-                                                               req.top_logprobs), "refusal": None}
-            if out.finished:
-                choice["stop_reason"] = out.stop_reason
-            yield chunk([choice])
+            deltas = deltas or [{}]
+            for k, delta in enumerate(deltas):  # logprobs on the first, the finish on the last
+                last = k == len(deltas) - 1
+                choice: dict[str, Any] = {
+                    "index": i, "delta": delta, "logprobs": None,
+                    "finish_reason": parsers[i].finish_reason(finish_reason_str(out)) if last
+                    else None}
+                if req.logprobs and k == 0:
+                    choice["logprobs"] = {"content": chat_logprobs(
+                        out.logprobs or [], r, req.top_logprobs), "refusal": None}
+                if out.finished and last:
+                    choice["stop_reason"] = out.stop_reason
+                yield chunk([choice])
         if include_usage:
             yield chunk([], usage=usage(prompt_len, sum(generated), cached))
     except Exception as e:

@@ -17,6 +17,7 @@ from dgjax.serving.errors import APIError
 from dgjax.serving.logprobs import CompletionLogprobs, TokenRenderer, merge_completion_logprobs
 from dgjax.serving.protocol import CompletionRequest, check_context, parse_completion_request
 from dgjax.serving.sse import SSE_DONE, EventStreamResponse, sse_event, until_disconnect
+from dgjax.serving.structured import completion_grammar
 
 logger = logging.getLogger("dgjax.serving")
 
@@ -41,6 +42,7 @@ async def create_completion(ctx: ServerContext, request: Request, body: dict[str
                                                        req.prompts)
     for ids in prompt_ids:
         check_context(len(ids), req.common.params.max_tokens, ctx.max_model_len, "prompt")
+    req.common.params.grammar = await completion_grammar(ctx, body)  # response_format
     request_id = new_request_id("cmpl")
     n = req.common.n
     requests = fan_out(request_id, prompt_ids, req.common.params, n)
@@ -48,7 +50,7 @@ async def create_completion(ctx: ServerContext, request: Request, body: dict[str
     renderer = TokenRenderer(ctx.tokenizer, req.common.return_tokens_as_token_ids)
     job = _Job(req, renderer, request_id, ctx.served_model_name, prompt_ids, prompt_texts)
     if req.common.stream:
-        return EventStreamResponse(job.stream(group))
+        return EventStreamResponse(job.stream(group), keepalive_s=ctx.options.sse_keepalive_s)
     try:
         results = await until_disconnect(request.receive, collect(ctx, group, len(requests)))
     finally:

@@ -11,7 +11,10 @@ from dgjax.runtime.types import GenerationRequest, RequestOutput, SamplingParams
 from dgjax.serving.engine_client import AsyncEngineClient
 from dgjax.serving.errors import APIError
 from dgjax.serving.metrics import ServingMetrics
+from dgjax.serving.options import ServingOptions
 from dgjax.serving.protocol import ModelDefaults
+from dgjax.serving.reasoning_effort import ReasoningControls
+from dgjax.serving.tool_output import OutputParsing
 
 
 @dataclasses.dataclass
@@ -26,6 +29,10 @@ class ServerContext:
     vocab_size: int
     defaults: ModelDefaults
     created: int = dataclasses.field(default_factory=lambda: int(time.time()))
+    options: ServingOptions = ServingOptions()
+    reasoning: ReasoningControls = ReasoningControls()  # what the chat template can switch
+    capabilities: dict = dataclasses.field(default_factory=dict)  # for /v1/models
+    output_parsing: OutputParsing = OutputParsing()  # tool-call and reasoning parsers
 
     @property
     def accepted_model_names(self) -> set[str]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from dgjax.runtime.executor import MAX_LOGIT_BIAS
 from dgjax.runtime.types import MAX_TOP_LOGPROBS, SamplingParams
+from dgjax.serving.content import ContentLimits, message_text
 from dgjax.serving.errors import bad_request
 
 MAX_N = 128
@@ -94,6 +95,9 @@ class ChatRequest:
     continue_final_message: bool
     logprobs: bool
     top_logprobs: int
+    # "auto" | "none" | "required" | {"type": "function", "function": {"name": ...}}
+    tool_choice: str | dict[str, Any] = "auto"
+    parallel_tool_calls: bool = True
 
 
 @dataclasses.dataclass
@@ -152,12 +156,8 @@ def _parse_logit_bias(r: FieldReader, vocab_size: int) -> dict[int, float]:
 
 
 def _reject_unsupported(r: FieldReader) -> None:
-    """Fields we cannot honour yet: refuse them rather than silently ignore their meaning."""
-    fmt = r.body.get("response_format")
-    if fmt is not None:
-        if not isinstance(fmt, dict) or fmt.get("type") != "text":
-            raise bad_request("Only response_format {'type': 'text'} is supported.",
-                              "response_format", "unsupported")
+    """Fields we cannot honour yet: refuse them rather than silently ignore their meaning.
+    (`response_format` is checked with the other structured-output fields in serving.structured.)"""
     if r.get("min_tokens", int, 0, lo=0) > 0:
         raise bad_request("'min_tokens' is not supported.", "min_tokens", "unsupported")
 
@@ -216,29 +216,6 @@ def _or(value: Any, fallback: Any) -> Any:
     return fallback if value is None else value
 
 
-def _text_of_content(content: Any, param: str) -> str:
-    """OpenAI content is a string or a list of parts; only text parts are served (joined by \\n)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise bad_request(f"'{param}' must be a string or an array of content parts.", param,
-                          "invalid_type")
-    texts = []
-    for j, part in enumerate(content):
-        p = FieldReader(part, f"{param}[{j}].") if isinstance(part, dict) else None
-        if p is None:
-            raise bad_request(f"'{param}[{j}]' must be an object.", f"{param}[{j}]", "invalid_type")
-        kind = p.get("type", str)
-        if kind not in ("text", "input_text"):
-            raise bad_request(f"Content part type {kind!r} is not supported (text only).",
-                              p.param("type"), "unsupported")
-        text = p.get("text", str)
-        if text is None:
-            raise bad_request(f"'{p.param('text')}' is required.", p.param("text"), "missing")
-        texts.append(text)
-    return "\n".join(texts)
-
-
 def _normalize_tool_calls(calls: Any, param: str) -> list[dict[str, Any]]:
     """Templates expect `arguments` as an object; OpenAI sends a JSON string (vLLM parses it too)."""
     if not isinstance(calls, list):
@@ -262,7 +239,8 @@ def _normalize_tool_calls(calls: Any, param: str) -> list[dict[str, Any]]:
     return out
 
 
-def parse_messages(raw: Any) -> list[dict[str, Any]]:
+def parse_messages(raw: Any, limits: ContentLimits = ContentLimits()) -> list[dict[str, Any]]:
+    """Messages for the chat template; content parts (text, attached files) become plain text."""
     if raw is None:
         raise bad_request("'messages' is required.", "messages", "missing")
     if not isinstance(raw, list):
@@ -285,7 +263,7 @@ def parse_messages(raw: Any) -> list[dict[str, Any]]:
         if content is None and role != "assistant":  # an assistant turn may be only tool calls
             raise bad_request(f"'{prefix}.content' is required for role {role!r}.",
                               f"{prefix}.content", "missing")
-        text = "" if content is None else _text_of_content(content, f"{prefix}.content")
+        text = "" if content is None else message_text(content, f"{prefix}.content", limits)
         # OpenAI's "developer" role is the system prompt under a newer name; templates know "system"
         msg: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": text}
         for key in ("name", "tool_call_id", "reasoning_content", "reasoning"):
@@ -303,20 +281,45 @@ def _parse_tools(r: FieldReader) -> list[dict[str, Any]] | None:
     if tools is None:
         return None
     for k, tool in enumerate(tools):
+        if isinstance(tool, dict) and tool.get("type") == "custom":
+            continue  # OpenAI custom (free-form / grammar) tools: checked in serving.structured
         fn = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
             raise bad_request(f"'tools[{k}]' must be {{'type': 'function', 'function': "
                               "{'name': ..., 'parameters': ...}}.", f"tools[{k}]", "invalid_type")
-    choice = r.body.get("tool_choice")
-    if choice not in (None, "auto", "none"):
-        raise bad_request("Only tool_choice 'auto' and 'none' are supported.", "tool_choice",
-                          "unsupported")
     return tools or None
 
 
-def parse_chat_request(body: dict[str, Any], vocab_size: int,
-                       defaults: ModelDefaults) -> ChatRequest:
-    messages = parse_messages(body.get("messages"))
+def _parse_tool_choice(r: FieldReader, tools: list[dict[str, Any]] | None) -> str | dict[str, Any]:
+    """"auto" (the default), "none", "required" or {"type": "function", "function": {"name"}}
+    naming one of `tools`; the last two need tools."""
+    choice = r.body.get("tool_choice")
+    if choice is None:
+        return "auto"
+    if isinstance(choice, dict):
+        kind = choice.get("type")  # a function, or an OpenAI custom tool: {"custom": {"name"}}
+        fn = choice.get(kind) if kind in ("function", "custom") else None
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(name, str):
+            raise bad_request("'tool_choice' object must be {'type': 'function', 'function': "
+                              "{'name': ...}}.", "tool_choice", "invalid_value")
+        if name not in {(t.get(kind) or {}).get("name") for t in tools or ()
+                        if t.get("type", "function") == kind}:
+            raise bad_request(f"'tool_choice' names the function {name!r}, which is not in "
+                              "'tools'.", "tool_choice", "invalid_value")
+        return choice
+    if choice not in ("auto", "none", "required"):
+        raise bad_request("'tool_choice' must be 'auto', 'none', 'required' or a named "
+                          "function.", "tool_choice", "invalid_value")
+    if choice == "required" and not tools:
+        raise bad_request("'tool_choice' 'required' needs 'tools'.", "tool_choice",
+                          "invalid_value")
+    return choice
+
+
+def parse_chat_request(body: dict[str, Any], vocab_size: int, defaults: ModelDefaults,
+                       content_limits: ContentLimits = ContentLimits()) -> ChatRequest:
+    messages = parse_messages(body.get("messages"), content_limits)
     common = parse_common(body, vocab_size, defaults, ("max_completion_tokens", "max_tokens"))
     r = FieldReader(body)
     logprobs = r.get("logprobs", bool, False)
@@ -336,10 +339,12 @@ def parse_chat_request(body: dict[str, Any], vocab_size: int,
     if add_generation_prompt and continue_final_message:
         raise bad_request("'continue_final_message' requires 'add_generation_prompt' false.",
                           "continue_final_message", "invalid_value")
-    return ChatRequest(common=common, messages=messages, tools=_parse_tools(r),
+    tools = _parse_tools(r)
+    return ChatRequest(common=common, messages=messages, tools=tools,
                        template_kwargs=kwargs, add_generation_prompt=add_generation_prompt,
                        continue_final_message=continue_final_message, logprobs=logprobs,
-                       top_logprobs=top_logprobs)
+                       top_logprobs=top_logprobs, tool_choice=_parse_tool_choice(r, tools),
+                       parallel_tool_calls=r.get("parallel_tool_calls", bool, True))
 
 
 def parse_prompts(raw: Any, vocab_size: int) -> list[str | list[int]]:

@@ -1,8 +1,12 @@
-"""Server-sent events, and noticing that the client went away (streaming or not).
+"""Server-sent events, keep-alive comments, and noticing that the client went away.
 
 Starlette only reports a disconnect to code that listens for it, so both paths race the work against
 `receive()` returning `http.disconnect`; the loser is cancelled, and cancellation is what aborts the
 engine requests (their `finally` blocks call `engine.abort`).
+
+A stream that has nothing to say for a while (queued behind other requests, a long prefill, a
+parser holding back a tool call) sends `: keep-alive` comment lines, which SSE clients ignore but
+which keep proxies and client read timeouts from cutting the connection.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any, TypeVar
 logger = logging.getLogger("dgjax.serving")
 
 SSE_DONE = b"data: [DONE]\n\n"
+SSE_KEEPALIVE = b": keep-alive\n\n"
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -58,19 +63,54 @@ async def until_disconnect(receive: Callable[[], Awaitable[dict]], work: Awaitab
     return work_task.result()
 
 
+async def with_keepalive(events: AsyncIterator[bytes], interval: float) -> AsyncIterator[bytes]:
+    """`events`, plus SSE_KEEPALIVE whenever `interval` seconds pass without one. The pending
+    `__anext__` keeps running across keep-alives; closing this generator cancels it."""
+    iterator = events.__aiter__()
+    pending: asyncio.Future | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(iterator.__anext__())
+            done, _ = await asyncio.wait({pending}, timeout=interval)
+            if not done:
+                yield SSE_KEEPALIVE
+                continue
+            finished, pending = pending, None
+            try:
+                chunk = finished.result()
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        if pending is not None:
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
+
+
 class EventStreamResponse:
     """An ASGI response that streams SSE bytes and stops the producer when the client leaves."""
 
-    def __init__(self, events: AsyncIterator[bytes]) -> None:
+    def __init__(self, events: AsyncIterator[bytes], *, keepalive_s: float = 0.0,
+                 headers: dict[str, str] | None = None) -> None:
         self.events = events
+        self.keepalive_s = keepalive_s
+        self.headers = SSE_HEADERS + [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                                      for k, v in (headers or {}).items()]
 
     async def __call__(self, scope, receive, send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        await send({"type": "http.response.start", "status": 200, "headers": self.headers})
 
         async def pump() -> None:
-            async for chunk in self.events:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            stream = (with_keepalive(self.events, self.keepalive_s) if self.keepalive_s > 0
+                      else self.events)
+            try:
+                async for chunk in stream:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            finally:
+                if stream is not self.events:
+                    await stream.aclose()
 
         try:
             await until_disconnect(receive, pump())

@@ -29,3 +29,20 @@ def hf_tokenizer():
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(MODEL_DIR)
+
+
+@pytest.fixture(scope="session")
+def agent_server(tmp_path_factory):
+    """Qwen3 chat template, small file limits, fast keep-alives, one decode slot
+    (tests/serving/agent_server.py)."""
+    from agent_server import start_agent_server
+
+    s = start_agent_server(str(tmp_path_factory.mktemp("agent-model")))
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def agent_http(agent_server):
+    with agent_server.client() as c:
+        yield c

@@ -35,20 +35,24 @@ class RunningServer:
 
     def __init__(self, config: EngineConfig, *, api_key: str | None = None,
                  served_model_name: str = SERVED_NAME, max_body_bytes: int = MAX_BODY_BYTES,
-                 graceful_timeout: float = 5.0) -> None:
-        self.engine = Engine(MODEL_DIR, config)
+                 graceful_timeout: float = 5.0, model_dir: str = MODEL_DIR, options=None,
+                 wrap_app=None) -> None:
+        """`options`: a dgjax.serving.options.ServingOptions; `wrap_app`: an ASGI middleware
+        factory put around the app (tests that record what went over the wire)."""
+        self.engine = Engine(model_dir, config)
         self.engine.start()
         self.api_key = api_key
         self.served_model_name = served_model_name
         self.dgjax = DgjaxServer(self.engine, served_model_name=served_model_name,
-                                 model_dir=MODEL_DIR, api_key=api_key,
-                                 max_body_bytes=max_body_bytes)
+                                 model_dir=model_dir, api_key=api_key,
+                                 max_body_bytes=max_body_bytes, options=options)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        uv_config = uvicorn.Config(self.dgjax.build(), log_level="warning",
+        app = self.dgjax.build()
+        uv_config = uvicorn.Config(wrap_app(app) if wrap_app else app, log_level="warning",
                                    timeout_graceful_shutdown=graceful_timeout)
         self.uvicorn = uvicorn.Server(uv_config)
         self.thread = threading.Thread(target=self.uvicorn.run, kwargs={"sockets": [sock]},

@@ -1,0 +1,26 @@
+"""Tool calls out of model text: one small format class per model family, one shared scanner."""
+
+from dgjax.text.tool_parsers.base import ToolCall, ToolCallFormat, ToolCallStream, ToolStreamDelta
+from dgjax.text.tool_parsers.deepseek import DeepSeekToolCallFormat
+from dgjax.text.tool_parsers.glm45 import Glm45ToolCallFormat
+from dgjax.text.tool_parsers.hermes import HermesToolCallFormat
+from dgjax.text.tool_parsers.qwen3_coder import Qwen3CoderToolCallFormat
+from dgjax.text.tool_parsers.registry import (TOOL_CALL_FORMATS, detect_tool_call_format,
+                                              get_tool_call_format, resolve_tool_call_format,
+                                              tool_parser_choices)
+
+__all__ = [
+    "TOOL_CALL_FORMATS",
+    "DeepSeekToolCallFormat",
+    "Glm45ToolCallFormat",
+    "HermesToolCallFormat",
+    "Qwen3CoderToolCallFormat",
+    "ToolCall",
+    "ToolCallFormat",
+    "ToolCallStream",
+    "ToolStreamDelta",
+    "detect_tool_call_format",
+    "get_tool_call_format",
+    "resolve_tool_call_format",
+    "tool_parser_choices",
+]

@@ -1,0 +1,148 @@
+"""Load-time conversion (--quantize): bit-exact on-device quantization, parity with the fake-quantized float32
+model, and the accuracy cost against the float32 model it came from."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from quant_checkpoints import TOKENS, hf_logprobs, quant_refs, tiny_hf_model
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models"))
+from paged_runner import PagedRunner  # noqa: E402
+
+from dgjax.checkpoint.convert import QUANTIZE_MODES, convert_leaf, convert_params, parse_quantize  # noqa: E402
+from dgjax.checkpoint.hf_names import HFSource, HFStackedSource, hf_sources  # noqa: E402
+from dgjax.checkpoint.loader import load_params  # noqa: E402
+from dgjax.config import ModelConfig  # noqa: E402
+from dgjax.engine_args import add_engine_args, engine_config_from_args  # noqa: E402
+from dgjax.models.params import ParamSpec, init_params  # noqa: E402
+from dgjax.models.registry import get_family  # noqa: E402
+from dgjax.quant import Fp8BlockWeight, Nvfp4Weight, fp8_block, nvfp4  # noqa: E402
+from dgjax.sharding import DEFAULT_RULES, make_mesh  # noqa: E402
+
+LINEAR_LEAVES = {"attn": ("q", "k", "v", "o"), "mlp": ("gate", "up", "down")}
+HF_NAMES = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
+            "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj"}
+
+
+@pytest.fixture(scope="module")
+def dense(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dense")
+    model = tiny_hf_model(seed=1)
+    model.save_pretrained(path)
+    return path, model, ModelConfig.from_dir(str(path))
+
+
+def _fake_quantized(model, mode: str):
+    """The transformers model with each linear weight replaced by its quantize -> independent-decode image."""
+    fq = tiny_hf_model(seed=1)
+    with torch.no_grad():
+        for name, p in fq.named_parameters():
+            if p.ndim == 2 and any(name.endswith(f"{v}.weight") for v in HF_NAMES.values()):
+                w = p.detach().numpy()
+                if mode == "bf16":
+                    ref = p.detach().to(torch.bfloat16).float().numpy()
+                elif mode == "fp8":
+                    ref = quant_refs.fp8_block_dequantize_transformers(*fp8_block.quantize_np(w))
+                else:
+                    ref = quant_refs.nvfp4_dequantize_torch(*nvfp4.quantize_np(w))
+                p.copy_(torch.from_numpy(ref))
+    return fq
+
+
+def _check_converted_leaves(params, state, cls, mode):
+    for i, layer in enumerate(params.layers):
+        for block, leaves in LINEAR_LEAVES.items():
+            for leaf in leaves:
+                node = getattr(getattr(layer, block), leaf)
+                assert isinstance(node, cls), (i, leaf, type(node))
+                w = state[f"model.layers.{i}.{HF_NAMES[leaf]}.weight"]  # [N, K]: the node's own orientation
+                if mode == "fp8":
+                    v, s = fp8_block.quantize_np(w)
+                    np.testing.assert_array_equal(np.asarray(node.weight).view(np.uint8), v.view(np.uint8))
+                    np.testing.assert_array_equal(np.asarray(node.scale), s)
+                else:
+                    p, b, g = nvfp4.quantize_np(w)
+                    np.testing.assert_array_equal(np.asarray(node.packed), p)
+                    np.testing.assert_array_equal(np.asarray(node.block_scale).view(np.uint8), b.view(np.uint8))
+                    assert np.asarray(node.global_scale) == g
+    assert isinstance(params.lm_head, jax.Array) and isinstance(params.embed, jax.Array)
+
+
+def test_load_time_conversion_is_exact_and_reports_its_accuracy_cost(dense, capsys):
+    path, model, cfg = dense
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    exact = hf_logprobs(model, TOKENS)
+    rows, picked = np.arange(len(TOKENS) - 1), np.asarray(TOKENS[1:])
+    drift = {}
+    for mode, cls in (("fp8", Fp8BlockWeight), ("nvfp4", Nvfp4Weight)):
+        params = load_params(str(path), cfg, "float32", make_mesh(1), DEFAULT_RULES, quantize=mode)
+        _check_converted_leaves(params, state, cls, mode)
+        runner = PagedRunner(cfg, params, make_mesh(1))
+        logprobs = np.asarray(jax.nn.log_softmax(runner.prefill("seq", TOKENS), axis=-1))
+        np.testing.assert_allclose(logprobs, hf_logprobs(_fake_quantized(model, mode), TOKENS), atol=1e-3, rtol=0)
+        drift[mode] = np.abs(logprobs[rows, picked] - exact[rows, picked])
+    # Context: the same weights merely rounded to bfloat16.
+    drift["bf16 rounding"] = np.abs(hf_logprobs(_fake_quantized(model, "bf16"), TOKENS)[rows, picked] - exact[rows, picked])
+    with capsys.disabled():
+        for mode, d in drift.items():
+            print(f"\n[{mode}] next-token teacher-forced logprob vs float32 (tiny random Llama): "
+                  f"mean |diff| {d.mean():.4f} nats, max {d.max():.4f}")
+    assert drift["bf16 rounding"].mean() < drift["fp8"].mean() < drift["nvfp4"].mean() < 1.0
+
+
+def test_expert_stacks_convert_to_nvfp4_from_dense_and_from_fp8_blocks():
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((4, 96, 64)).astype(np.float32)  # per expert [N=ffw, K=embed]
+    spec = ParamSpec((4, 64, 96), jnp.float32, ("experts", "embed", "ffw"))
+    src = HFStackedSource(tuple(f"model.layers.0.mlp.experts.{e}.up_proj.weight" for e in range(4)), True)
+    mesh, opts = make_mesh(1), parse_quantize("fp8+nvfp4-experts")
+    dense_leaf = jnp.asarray(np.transpose(rows, (0, 2, 1)))  # dgjax's [E, embed, ffw]
+    node = convert_leaf(dense_leaf, src, spec, opts, mesh, DEFAULT_RULES, rows=96)
+    p, b, g = nvfp4.quantize_np(rows)
+    assert isinstance(node, Nvfp4Weight) and node.expert_dims == 1 and node.global_scale.shape == (4,)
+    np.testing.assert_array_equal(np.asarray(node.packed), p)
+    np.testing.assert_array_equal(np.asarray(node.global_scale), g)
+    # An FP8-block checkpoint's experts: dequantized on device, requantized to NVFP4.
+    v, s = fp8_block.quantize_np(rows)
+    fp8_node = Fp8BlockWeight(weight=jnp.asarray(v), scale=jnp.asarray(s), shape=(4, 64, 96), in_dims=1, expert_dims=1)
+    node = convert_leaf(fp8_node, src, spec, opts, mesh, DEFAULT_RULES)
+    p, b, g = nvfp4.quantize_np(fp8_block.dequantize_np(v, s))
+    np.testing.assert_array_equal(np.asarray(node.packed), p)
+    np.testing.assert_array_equal(np.asarray(node.block_scale).view(np.uint8), b.view(np.uint8))
+    # Routers and lm_head are never converted.
+    router = ParamSpec((64, 4), jnp.float32, ("embed", "experts"))
+    leaf = jnp.ones((64, 4))
+    router_src = HFSource("model.layers.0.mlp.gate.weight", True)
+    assert convert_leaf(leaf, router_src, router, opts, mesh, DEFAULT_RULES) is leaf
+    head = ParamSpec((64, 128), jnp.float32, ("embed", "vocab"))
+    leaf = jnp.ones((64, 128))
+    assert convert_leaf(leaf, HFSource("lm_head.weight", True), head, opts, mesh, DEFAULT_RULES) is leaf
+
+
+def test_random_weights_convert_too_and_the_flag_reaches_engine_config(dense):
+    _, _, cfg = dense
+    family = get_family(cfg)
+    specs = family.param_specs(cfg, jnp.float32)
+    mesh = make_mesh(1)
+    params = init_params(specs, jax.random.key(0), mesh, DEFAULT_RULES)
+    converted = convert_params(params, hf_sources(cfg), specs, parse_quantize("fp8"), mesh, DEFAULT_RULES)
+    o = converted.layers[1].attn.o
+    assert isinstance(o, Fp8BlockWeight) and o.in_dims == 2 and o.weight.shape == (192, 192)
+    np.testing.assert_allclose(np.asarray(o.dequantize()), np.asarray(params.layers[1].attn.o), rtol=2**-4, atol=1e-3)
+    untouched = convert_params(params, hf_sources(cfg), specs, parse_quantize("nvfp4-experts"), mesh, DEFAULT_RULES)
+    assert all(a is b for a, b in zip(jax.tree_util.tree_leaves(untouched), jax.tree_util.tree_leaves(params)))
+    p = argparse.ArgumentParser()
+    add_engine_args(p)
+    assert engine_config_from_args(p.parse_args([])).quantize == "none"
+    assert engine_config_from_args(p.parse_args(["--quantize", "fp8+nvfp4-experts"])).quantize == "fp8+nvfp4-experts"
+    assert set(QUANTIZE_MODES) == {"none", "fp8", "nvfp4", "nvfp4-experts", "fp8+nvfp4-experts"}
+    with pytest.raises(ValueError, match="unknown quantize mode"):
+        parse_quantize("int3")

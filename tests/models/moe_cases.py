@@ -1,0 +1,109 @@
+"""Tiny random HF MoE models (Qwen3-MoE, GLM-4.5 style), saved with safetensors and loaded with dgjax.
+
+The GLM checkpoint also gets an MTP layer (`model.layers.{num_hidden_layers}.*`), written the way the
+public GLM-4.5 checkpoints store it, which transformers neither creates nor reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+import transformers
+
+from dgjax.checkpoint.loader import load_params
+from dgjax.checkpoint.safetensors_io import SafetensorsFolder, write_safetensors
+from dgjax.config import ModelConfig
+from dgjax.sharding import DEFAULT_RULES, make_mesh
+
+TINY = dict(
+    vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+    num_attention_heads=4, num_key_value_heads=2, num_experts_per_tok=2, max_position_embeddings=64,
+    initializer_range=0.1, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+)
+PROMPT = [5, 17, 99, 3, 64, 23, 8]
+NEW_TOKENS = 6
+
+# name -> (transformers config class, overrides, MTP layers to add to the checkpoint)
+CASES = {
+    "qwen3_moe_dense_layer0_renorm": (transformers.Qwen3MoeConfig, dict(
+        num_experts=8, head_dim=24, norm_topk_prob=True, mlp_only_layers=[0], initializer_range=0.2), 0),
+    "glm4_moe_grouped_shared_mtp": (transformers.Glm4MoeConfig, dict(
+        n_routed_experts=8, n_group=2, topk_group=1, n_shared_experts=1, first_k_dense_replace=1,
+        routed_scaling_factor=2.5, norm_topk_prob=True, use_qk_norm=True, attention_bias=True,
+        head_dim=16, rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.5),
+        num_nextn_predict_layers=1), 1),
+}
+
+
+@dataclasses.dataclass
+class MoECase:
+    name: str
+    hf_model: torch.nn.Module
+    cfg: ModelConfig
+    params: object
+    mesh: object
+    path: object
+    mtp_tensors: dict  # the MTP tensors written into the checkpoint (name -> array)
+    hf_tokens: list[int]  # PROMPT + HF's greedy continuation
+    hf_logprobs: np.ndarray  # HF teacher-forced log-probs over hf_tokens [L, V]
+
+    def hf_greedy(self, prompt: list[int], n: int) -> list[int]:
+        with torch.no_grad():
+            out = self.hf_model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False)
+        return out[0, len(prompt):].tolist()
+
+
+def _randomize_vectors(model: torch.nn.Module) -> None:
+    """HF inits norms to 1, biases and the router's score correction to 0: perturb them so a missing
+    one shows (the correction bias is a buffer, not a parameter)."""
+    with torch.no_grad():
+        for name, p in list(model.named_parameters()) + list(model.named_buffers()):
+            if p.ndim == 1 and ("norm" in name or "bias" in name):
+                p.copy_((1.0 if "norm" in name else 0.0) + 0.3 * torch.randn_like(p))
+
+
+def _add_mtp_layers(path, hf_cfg, n_mtp: int) -> dict:
+    """Rewrite the checkpoint with random MTP layers: a copy-shaped decoder layer (the last one, a MoE
+    layer) plus eh_proj / enorm / hnorm / shared_head, and the embed/head copies GLM-4.5 stores."""
+    folder = SafetensorsFolder(str(path))
+    tensors = {k: np.array(folder[k]) for k in folder}
+    last, h, v = hf_cfg.num_hidden_layers - 1, hf_cfg.hidden_size, hf_cfg.vocab_size
+    rng = np.random.default_rng(1)
+    added = {}
+    for i in range(n_mtp):
+        layer = hf_cfg.num_hidden_layers + i
+        for k, t in tensors.items():
+            if k.startswith(f"model.layers.{last}."):
+                added[k.replace(f"layers.{last}.", f"layers.{layer}.")] = rng.normal(size=t.shape).astype(t.dtype)
+        pre = f"model.layers.{layer}"
+        added[f"{pre}.eh_proj.weight"] = rng.normal(size=(h, 2 * h)).astype(np.float32)
+        for norm in ("enorm", "hnorm", "shared_head.norm"):
+            added[f"{pre}.{norm}.weight"] = rng.normal(size=(h,)).astype(np.float32)
+        added[f"{pre}.embed_tokens.weight"] = tensors["model.embed_tokens.weight"]
+        added[f"{pre}.shared_head.head.weight"] = tensors["lm_head.weight"]
+    write_safetensors(str(path / "model.safetensors"), {**tensors, **added})
+    return added
+
+
+def build_case(name: str, path) -> MoECase:
+    """Create, randomize and save the HF model `name`, then load it with dgjax."""
+    config_cls, overrides, n_mtp = CASES[name]
+    torch.manual_seed(0)
+    hf_cfg = config_cls(**{**TINY, **overrides})
+    model = transformers.AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="eager", dtype=torch.float32)
+    model.eval()
+    _randomize_vectors(model)
+    model.save_pretrained(path)
+    mtp = _add_mtp_layers(path, hf_cfg, n_mtp) if n_mtp else {}
+
+    cfg = ModelConfig.from_dir(str(path))
+    mesh = make_mesh(1)
+    params = load_params(str(path), cfg, "float32", mesh, DEFAULT_RULES)
+    case = MoECase(name, model, cfg, params, mesh, path, mtp, [], np.zeros(0))
+    case.hf_tokens = PROMPT + case.hf_greedy(PROMPT, NEW_TOKENS)
+    with torch.no_grad():
+        logits = model(torch.tensor([case.hf_tokens])).logits[0]
+    case.hf_logprobs = torch.log_softmax(logits.float(), -1).numpy()
+    return case

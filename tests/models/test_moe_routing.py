@@ -1,0 +1,155 @@
+"""The MoE router and expert compute against plain-numpy references written from the HF semantics."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import struct
+
+from dgjax.config import ModelConfig
+from dgjax.models import moe
+
+E, H, F, N = 8, 16, 12, 24
+
+
+def _cfg(**kw) -> ModelConfig:
+    base = dict(architecture="Glm4MoeForCausalLM", model_type="glm4_moe", vocab_size=32, hidden_size=H,
+                intermediate_size=24, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                head_dim=8, max_position_embeddings=64, num_experts=E, num_experts_per_tok=3,
+                moe_intermediate_size=F)
+    return ModelConfig(**{**base, **kw})
+
+
+def _np_route(x, w, bias, cfg):
+    """HF Qwen3MoeTopKRouter / Glm4MoeTopkRouter in numpy (float64), one token at a time."""
+    logits = x.astype(np.float64) @ w.astype(np.float64)
+    ids, weights = [], []
+    for row in logits:
+        if cfg.moe_scoring_func == "softmax":
+            scores = np.exp(row - row.max())
+            scores /= scores.sum()
+            choice = scores
+        else:
+            scores = 1.0 / (1.0 + np.exp(-row))
+            choice = scores + (bias if bias is not None else 0.0)
+            per = E // cfg.n_group
+            group_scores = [np.sort(choice[g * per:(g + 1) * per])[-2:].sum() for g in range(cfg.n_group)]
+            kept = np.argsort(group_scores)[::-1][: cfg.topk_group]
+            mask = np.zeros(E, bool)
+            for g in kept:
+                mask[g * per:(g + 1) * per] = True
+            choice = np.where(mask, choice, -np.inf)
+        top = np.argsort(choice, kind="stable")[::-1][: cfg.num_experts_per_tok]
+        wt = scores[top]
+        if cfg.norm_topk_prob:
+            wt = wt / wt.sum()
+        ids.append(top)
+        weights.append(wt * cfg.routed_scaling_factor)
+    return np.array(ids), np.array(weights)
+
+
+def _route_inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(N, H)).astype(np.float32)
+    w = rng.normal(size=(H, E)).astype(np.float32) * 0.3
+    bias = (rng.normal(size=(E,)) * 0.3).astype(np.float32)
+    return x, w, bias
+
+
+def _sorted_pairs(ids, weights):
+    """(ids, weights) per token in ascending expert order (top-k order is not part of the contract)."""
+    order = np.argsort(ids, axis=-1)
+    return np.take_along_axis(ids, order, -1), np.take_along_axis(weights, order, -1)
+
+
+@pytest.mark.parametrize("norm", [True, False])
+def test_softmax_router_matches_reference(norm):
+    cfg = _cfg(norm_topk_prob=norm)
+    x, w, _ = _route_inputs()
+    ids, weights = moe.route(moe.RouterParams(weight=jnp.asarray(w)), jnp.asarray(x), cfg)
+    ref_ids, ref_w = _np_route(x, w, None, cfg)
+    got_ids, got_w = _sorted_pairs(np.asarray(ids), np.asarray(weights))
+    want_ids, want_w = _sorted_pairs(ref_ids, ref_w)
+    np.testing.assert_array_equal(got_ids, want_ids)
+    np.testing.assert_allclose(got_w, want_w, atol=1e-6, rtol=0)
+    assert ids.dtype == jnp.int32 and weights.dtype == jnp.float32
+
+
+def test_sigmoid_group_limited_router_with_bias_matches_reference_and_each_part_matters():
+    cfg = _cfg(moe_scoring_func="sigmoid", moe_score_correction_bias=True, norm_topk_prob=True,
+               routed_scaling_factor=2.5, n_group=4, topk_group=2)
+    x, w, bias = _route_inputs(1)
+    p = moe.RouterParams(weight=jnp.asarray(w), score_bias=jnp.asarray(bias))
+    ids, weights = moe.route(p, jnp.asarray(x), cfg)
+    got = _sorted_pairs(np.asarray(ids), np.asarray(weights))
+    want = _sorted_pairs(*_np_route(x, w, bias, cfg))
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], atol=1e-6, rtol=0)
+    # The inputs are such that dropping the group limit or the bias changes some token's experts.
+    ungrouped = _sorted_pairs(*_np_route(x, w, bias, dataclasses.replace(cfg, n_group=1, topk_group=1)))[0]
+    unbiased = _sorted_pairs(*_np_route(x, w, None, cfg))[0]
+    assert (ungrouped != got[0]).any() and (unbiased != got[0]).any()
+
+
+def _experts(seed=0, n_experts=E):
+    rng = np.random.default_rng(seed)
+    arr = lambda *s: (rng.normal(size=s) * 0.3).astype(np.float32)  # noqa: E731
+    return moe.ExpertParams(gate=arr(n_experts, H, F), up=arr(n_experts, H, F), down=arr(n_experts, F, H))
+
+
+def _np_experts(x, ids, weights, p):
+    silu = lambda v: v / (1.0 + np.exp(-v))  # noqa: E731
+    out = np.zeros_like(x, dtype=np.float64)
+    for t in range(x.shape[0]):
+        for j, e in enumerate(ids[t]):
+            h = silu(x[t] @ p.gate[e]) * (x[t] @ p.up[e])
+            out[t] += weights[t, j] * (h @ p.down[e])
+    return out
+
+
+@pytest.mark.parametrize("impl", ["ragged", "gather"])
+def test_expert_paths_match_reference_with_idle_and_crowded_experts(impl):
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(N, H)).astype(np.float32)
+    ids = rng.choice([1, 3, 4, 6], size=(N, 3)).astype(np.int32)  # experts 0, 2, 5, 7 get no tokens
+    ids[:, 1] = (ids[:, 0] + 1) % E  # a token's experts are distinct, as top-k gives them
+    ids[:, 2] = (ids[:, 0] + 3) % E
+    weights = rng.uniform(0.1, 1.0, size=(N, 3)).astype(np.float32)
+    p = _experts()
+    p_dev = jax.tree_util.tree_map(jnp.asarray, p)
+    got = moe.moe_experts(jnp.asarray(x), jnp.asarray(ids), jnp.asarray(weights), p_dev, "silu", impl=impl)
+    np.testing.assert_allclose(np.asarray(got), _np_experts(x, ids, weights, p), atol=2e-5, rtol=0)
+
+
+def test_auto_picks_gather_for_few_assignments_and_env_overrides(monkeypatch):
+    monkeypatch.delenv(moe.ENV_VAR, raising=False)
+    assert moe.resolve_impl(None, 8, 128) == "gather"
+    assert moe.resolve_impl(None, 64, 128) == "ragged"
+    monkeypatch.setenv(moe.ENV_VAR, "ragged")
+    assert moe.resolve_impl(None, 1, 128) == "ragged"
+    assert moe.resolve_impl("gather", 1024, 128) == "gather"
+    monkeypatch.setenv(moe.ENV_VAR, "fast")
+    with pytest.raises(ValueError, match="DGJAX_MOE"):
+        moe.resolve_impl(None, 1, 128)
+
+
+@struct.dataclass
+class _PackedWeight:
+    """Stands in for a quantized weight node the expert op does not know yet."""
+
+    packed: jax.Array
+
+
+def test_expert_matmul_rejects_unknown_weight_nodes_and_ambiguous_routing():
+    x = jnp.ones((4, H))
+    w = jnp.ones((E, H, F))
+    with pytest.raises(NotImplementedError, match="_PackedWeight"):
+        moe.expert_matmul(x, _PackedWeight(packed=w), expert_ids=jnp.zeros(4, jnp.int32))
+    with pytest.raises(ValueError, match="exactly one"):
+        moe.expert_matmul(x, w)
+    with pytest.raises(ValueError, match="exactly one"):
+        moe.expert_matmul(x, w, group_sizes=jnp.zeros(E, jnp.int32), expert_ids=jnp.zeros(4, jnp.int32))
