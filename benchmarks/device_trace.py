@@ -19,7 +19,7 @@ import os
 import tempfile
 from collections.abc import Callable
 
-DECODE_KERNEL = "paged_decode_attention"
+DECODE_KERNELS = ("paged_decode_attention", "fused_decode_attention")  # one per layer per decode tick
 PREFILL_KERNEL = "paged_prefill_attention"
 
 
@@ -70,7 +70,8 @@ class TickStats:
 def steady_tick_stats(events: list[dict], layers: int) -> TickStats | None:
     """Stats over the steady decode ticks of a trace (None without at least 3 full decode ticks)."""
     last_prefill = max((e["ts"] + e["dur"] for e in events if PREFILL_KERNEL in e["name"]), default=None)
-    attn = [e for e in events if DECODE_KERNEL in e["name"] and (last_prefill is None or e["ts"] > last_prefill)]
+    attn = [e for e in events if any(k in e["name"] for k in DECODE_KERNELS)
+            and (last_prefill is None or e["ts"] > last_prefill)]
     ticks = len(attn) // layers - 2
     if ticks < 1:
         return None

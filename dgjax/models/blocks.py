@@ -19,6 +19,7 @@ from dgjax.config import ModelConfig, RopeScaling
 from dgjax.models.batch import ForwardBatch
 from dgjax.models.ops import matmul
 from dgjax.models.params import ParamSpec, normal_init, ones_init, zeros_init
+from dgjax.pallas.fused_decode_attention import api as fused_decode
 from dgjax.pallas.paged_attention import api as paged
 
 # ---------------------------------------------------------------- RMSNorm
@@ -182,6 +183,23 @@ def _project_qkv(p: AttentionParams, x: jax.Array) -> tuple[jax.Array, jax.Array
     return q, y[..., group, :], y[..., group + 1, :]
 
 
+def _fused_decode_attention(p, x, k_pages, v_pages, batch, slots, cos_sin, cfg, sliding_window):
+    with jax.named_scope("attention_decode"):
+        with jax.named_scope("qkv"):
+            qkv = _project(x, p.qkv, p.qkv_bias)[:, 0]  # [B, kv_heads, group + 2, head_dim]
+        cos, sin = cos_sin
+        o, k_pages, v_pages = fused_decode.decode_attention(
+            qkv, cos[:, 0], sin[:, 0], k_pages, v_pages, batch.block_tables, batch.context_lens,
+            batch.positions, batch.query_lens, slots, scale=cfg.head_dim**-0.5, eps=cfg.rms_norm_eps,
+            q_norm=p.q_norm, k_norm=p.k_norm, sliding_window=sliding_window,
+        )
+        with jax.named_scope("o_proj"):
+            out = matmul(o[:, None], p.o, contract=2)
+            if p.o_bias is not None:
+                out = out + p.o_bias.astype(out.dtype)
+        return out, k_pages, v_pages
+
+
 def attention(
     p: AttentionParams,
     x: jax.Array,
@@ -193,7 +211,14 @@ def attention(
     cfg: ModelConfig,
     sliding_window: int | None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Self-attention of x [B, T, embed] through the paged cache: (output, new k_pages, new v_pages)."""
+    """Self-attention of x [B, T, embed] through the paged cache: (output, new k_pages, new v_pages).
+
+    Decode (T == 1) with fused qkv weights hands the projection's output to one fused call (norm, rope,
+    K/V append and attention: dgjax/pallas/fused_decode_attention) instead of the separate steps below.
+    """
+    if x.shape[1] == 1 and p.qkv is not None and fused_decode.supported(
+            p.qkv.shape, cos_sin[0].shape[-1], k_pages.dtype):
+        return _fused_decode_attention(p, x, k_pages, v_pages, batch, slots, cos_sin, cfg, sliding_window)
     with jax.named_scope("attention"):
         with jax.named_scope("qkv"):
             q, k, v = _project_qkv(p, x)

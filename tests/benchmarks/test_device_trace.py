@@ -7,22 +7,24 @@ import pytest
 from benchmarks.device_trace import busy_us, steady_tick_stats
 
 
-def _timeline(ticks: int, layers: int, gemm_us: float, attn_us: float, gap_us: float, host_wait_us: float):
+def _timeline(ticks: int, layers: int, gemm_us: float, attn_us: float, gap_us: float, host_wait_us: float,
+              attn_name: str = "paged_decode_attention_g16"):
     """A prefill kernel, then `ticks` decode ticks of per layer (gemm, attention), `gap_us` between
     kernels and `host_wait_us` idle at the end of each tick."""
     events, t = [{"name": "paged_prefill_attention_g4", "ts": 0.0, "dur": 50.0}], 60.0
     for _ in range(ticks):
         for _ in range(layers):
-            for name, dur in (("gemm_fusion_dot_1", gemm_us), ("paged_decode_attention_g16", attn_us)):
+            for name, dur in (("gemm_fusion_dot_1", gemm_us), (attn_name, attn_us)):
                 events.append({"name": name, "ts": t, "dur": dur})
                 t += dur + gap_us
         t += host_wait_us
     return events
 
 
-def test_steady_ticks_measure_busy_time_and_idle_share():
+@pytest.mark.parametrize("attn_name", ["paged_decode_attention_g16_d128", "fused_decode_attention_g16_d128"])
+def test_steady_ticks_measure_busy_time_and_idle_share(attn_name):
     layers, gemm, attn, gap, wait = 4, 10.0, 2.0, 1.0, 8.0
-    stats = steady_tick_stats(_timeline(10, layers, gemm, attn, gap, wait), layers)
+    stats = steady_tick_stats(_timeline(10, layers, gemm, attn, gap, wait, attn_name), layers)
     tick_wall = layers * (gemm + attn + 2 * gap) + wait
     tick_busy = layers * (gemm + attn)
     assert stats.ticks == 8

@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from dense_cases import NEW_TOKENS, PROMPT
 from paged_runner import PagedRunner
 
@@ -44,3 +45,30 @@ def test_qkv_layout_groups_q_heads_with_their_kv_head():
         np.testing.assert_array_equal(qkv[:, head // 3, head % 3], np.asarray(q)[:, head])
     np.testing.assert_array_equal(qkv[:, :, 3], np.asarray(k))
     np.testing.assert_array_equal(qkv[:, :, 4], np.asarray(v))
+
+
+@pytest.mark.parametrize("hf_config", ["qwen3_head_dim_32", "llama_head_dim_32"])
+def test_fused_decode_kernel_path_matches_transformers(hf_config, tmp_path, monkeypatch):
+    """Decode through the fused decode attention kernel (interpreted on the CPU) keeps greedy parity with
+    transformers (head_dim 32: the kernel's rope segments need >= 16 columns)."""
+    import torch
+    import transformers
+
+    from dense_cases import TINY
+    from dgjax.checkpoint.loader import load_params
+    from dgjax.config import ModelConfig
+
+    cls = transformers.Qwen3Config if hf_config.startswith("qwen3") else transformers.LlamaConfig
+    torch.manual_seed(0)
+    hf_cfg = cls(**{**TINY, "hidden_size": 64, "num_attention_heads": 4, "head_dim": 32})
+    model = transformers.AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="eager", dtype=torch.float32)
+    model.eval().save_pretrained(tmp_path)
+    with torch.no_grad():
+        want = model.generate(torch.tensor([PROMPT]), max_new_tokens=NEW_TOKENS, do_sample=False)[0].tolist()
+    cfg = ModelConfig.from_dir(str(tmp_path))
+    mesh = sharding.make_mesh(1)
+    params = fuse_projections(load_params(str(tmp_path), cfg, "float32", mesh, sharding.DEFAULT_RULES),
+                              mesh, sharding.DEFAULT_RULES)
+    monkeypatch.setenv("DGJAX_ATTENTION", "kernel")
+    runner = PagedRunner(cfg, params, mesh, seed=3)
+    assert PROMPT + runner.greedy("seq", PROMPT, NEW_TOKENS) == want

@@ -1,0 +1,103 @@
+"""The fused decode attention kernel on the GPU against its reference at real shapes (llama-3.1-8b /
+qwen3-8b heads): output and written K/V error, and time per layer of kernel vs reference.
+
+One timed call runs `layers` layers over distinct caches (reads from HBM, not L2), async calls + one sync.
+
+    python3 -m benchmarks.fused_decode_check            # H200, < 1 min
+    python -m benchmarks.fused_decode_check --smoke     # CPU, interpreted, tiny shapes
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks.ceilings import measure_read_ceiling, time_async
+from dgjax.pallas.fused_decode_attention import api as fused_api
+from dgjax.pallas.fused_decode_attention import ref as fused_ref
+from dgjax.pallas.paged_attention import api as paged
+
+
+def build(batch, context, kvh, g, d, rot, page, max_len, layers, qk_norm, seed):
+    rng = np.random.default_rng(seed)
+    width = math.ceil(max_len / page)
+    used = math.ceil((context + 1) / page)
+    num_pages = 1 + batch * used
+    tables = np.zeros((batch, width), np.int32)
+    tables[:, :used] = (1 + rng.permutation(batch * used)).reshape(batch, used)
+    ctx = np.full(batch, context + 1, np.int32)  # context keys + this token
+    pos = (ctx - 1)[:, None]
+    qlen = np.ones(batch, np.int32)
+    slots = paged.kv_slots(jnp.asarray(pos), jnp.asarray(qlen), jnp.asarray(tables), page)
+    angles = pos.astype(np.float32) * (1.0 / 500000 ** (np.arange(0, rot, 2) / rot))[None, :]
+    emb = np.concatenate([angles, angles], axis=-1)
+    pool = jax.jit(lambda k: jax.random.normal(k, (num_pages, page, kvh, d), jnp.bfloat16))
+    keys = jax.random.split(jax.random.key(seed), 2 * layers + 1)
+    norms = (jnp.ones((d,), jnp.bfloat16) * 1.1, jnp.ones((d,), jnp.bfloat16) * 0.9) if qk_norm else (None, None)
+    return dict(
+        qkv=jax.random.normal(keys[-1], (batch, kvh, g + 2, d), jnp.bfloat16),
+        cos=jnp.asarray(np.cos(emb)), sin=jnp.asarray(np.sin(emb)),
+        k=[pool(keys[i]) for i in range(layers)], v=[pool(keys[layers + i]) for i in range(layers)],
+        block_tables=jnp.asarray(tables), context_lens=jnp.asarray(ctx), positions=jnp.asarray(pos),
+        query_lens=jnp.asarray(qlen), slots=slots, q_norm=norms[0], k_norm=norms[1],
+    )
+
+
+def step(impl: str, scale: float):
+    def run(c, ks, vs):
+        outs = []
+        for k, v in zip(ks, vs):
+            outs.append(fused_api.decode_attention(
+                c["qkv"], c["cos"], c["sin"], k, v, c["block_tables"], c["context_lens"], c["positions"],
+                c["query_lens"], c["slots"], scale=scale, eps=1e-6, q_norm=c["q_norm"], k_norm=c["k_norm"],
+                impl=impl))
+        return outs
+
+    return jax.jit(run)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batches", default="1,4,16")
+    ap.add_argument("--contexts", default="1024,8192")
+    ap.add_argument("--smoke", action="store_true")
+    a = ap.parse_args(argv)
+    gpu = jax.default_backend() == "gpu"
+    shapes = [("llama-3.1-8b", 8, 4, 128, 128, False), ("qwen3-8b", 8, 4, 128, 128, True)]
+    batches, contexts, layers, max_len = list(map(int, a.batches.split(","))), list(map(int, a.contexts.split(","))), 8, 32768
+    if a.smoke:
+        shapes, batches, contexts, layers, max_len = [("tiny", 2, 2, 32, 32, True)], [2], [20], 2, 64
+    ceiling = measure_read_ceiling(int(4e9) if gpu else int(3.2e7))
+    print(f"device {jax.devices()[0].device_kind}; read ceiling {ceiling.bytes_per_s / 1e12:.2f} TB/s", flush=True)
+    rows = []
+    for name, kvh, g, d, rot, qk_norm in shapes:
+        for batch in batches:
+            for context in contexts:
+                c = build(batch, context, kvh, g, d, rot, 16 if not a.smoke else 4, max_len, layers, qk_norm,
+                          batch * 31 + context)
+                ks, vs = c.pop("k"), c.pop("v")
+                fast, slow = step("kernel", d**-0.5), step("ref", d**-0.5)
+                got, want = fast(c, ks, vs), slow(c, ks, vs)
+                out_err = float(jnp.max(jnp.abs(got[0][0].astype(jnp.float32) - want[0][0].astype(jnp.float32))))
+                k_err = float(jnp.max(jnp.abs(got[0][1].astype(jnp.float32) - want[0][1].astype(jnp.float32))))
+                v_same = bool(jnp.array_equal(got[0][2], want[0][2]))
+                t_fast = time_async(lambda: fast(c, ks, vs), 10, 5).median_s / layers
+                t_slow = time_async(lambda: slow(c, ks, vs), 10, 5).median_s / layers
+                kv_bytes = 2 * batch * context * kvh * d * 2
+                rows.append((name, batch, context, out_err, k_err, v_same, t_slow * 1e6, t_fast * 1e6,
+                             kv_bytes / t_fast / 1e12))
+                print(rows[-1], flush=True)
+                del ks, vs
+    print("\n| shape | batch | context | max abs err out | max abs err new K | V rows equal | ref us | kernel us "
+          "| speedup | K/V TB/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n, b, ctx, oe, ke, vs_, ts, tf, tbs in rows:
+        print(f"| {n} | {b} | {ctx} | {oe:.2e} | {ke:.2e} | {vs_} | {ts:.1f} | {tf:.1f} | {ts / tf:.1f}x | {tbs:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

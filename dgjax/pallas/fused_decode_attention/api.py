@@ -1,0 +1,40 @@
+"""Entry point the models call for one decode token per row with a fused qkv projection.
+
+Dispatch (at trace time), following DGJAX_ATTENTION like dgjax/pallas/paged_attention/api.py: on a GPU
+(or with `kernel` forced, interpreted off GPU) the fused kernel where `kernel.supports` the shapes and
+page dtype; otherwise the reference (ref.py), which is the unfused path's math.
+"""
+
+from __future__ import annotations
+
+import jax
+
+from dgjax.pallas.fused_decode_attention import kernel, ref
+from dgjax.pallas.paged_attention import api as paged
+
+
+def supported(qkv_shape, rotary_dim: int, page_dtype) -> bool:
+    _, kvh, g2, d = qkv_shape
+    return kernel.supports(kvh * (g2 - 2), kvh, d, rotary_dim, page_dtype)
+
+
+def decode_attention(
+    qkv, cos, sin, k_pages, v_pages, block_tables, context_lens, positions, query_lens, slots, *,
+    scale: float, eps: float, q_norm=None, k_norm=None, sliding_window: int | None = None, impl: str | None = None,
+):
+    """qkv [B, KVH, G+2, D], cos/sin float32 [B, R], positions/slots [B, 1] -> (out [B, H, D], k_pages, v_pages)."""
+    chosen = paged.resolve_impl(impl)
+    on_gpu = jax.default_backend() == "gpu"
+    use_kernel = (chosen == "kernel" or (chosen == "auto" and on_gpu)) and supported(
+        qkv.shape, cos.shape[-1], k_pages.dtype) and not isinstance(k_pages, paged.QuantizedPages)
+    if not use_kernel:
+        return ref.fused_decode_attention(
+            qkv, cos, sin, k_pages, v_pages, block_tables, context_lens, positions, query_lens, slots,
+            scale=scale, eps=eps, q_norm=q_norm, k_norm=k_norm, sliding_window=sliding_window,
+        )
+    ps = k_pages.shape[1]
+    start, end = paged.decode_window(context_lens, positions, query_lens, block_tables.shape[1] * ps, sliding_window)
+    return kernel.fused_decode_attention(
+        qkv, cos, sin, k_pages, v_pages, block_tables, start, end, slots[:, 0], q_norm, k_norm,
+        scale=scale, eps=eps, interpret=not on_gpu,
+    )

@@ -1,0 +1,250 @@
+"""One decode token's attention as one Pallas kernel: from the fused qkv projection's output to the
+attention output, with this token's K/V written into its page slot on the way.
+
+Why: the unfused path runs, per layer and step, a slice of q out of the qkv output, q's rope, a pad of the
+GQA group to 16 rows, a scatter of K (with its rope) and one of V, then the attention kernel: six launches
+of 1.5-3.3 us each around ~6 us of attention at 1K context (H200 trace,
+benchmarks/results/2026-12-01-decode-summary.md). Here every program reads its q rows, the new k and v
+rows straight from qkv [B*KVH*(G+2), D], applies the optional q/k RMSNorm and the rotary embedding in
+registers, and the split-0 program of each (row, KV head) stores the new K/V row into the pages (the page
+arrays are aliased in and out, nothing else of them is written).
+
+How the new token is attended without a race: programs read keys [kv_start, kv_end - 1) from the pages,
+never the slot being written this step; the new key (always the row's last visible one at decode) enters
+split 0's online softmax from registers as its initial state. Splits merge as in the plain kernel.
+
+Rotate-half needs the two halves of a head swapped, which a register tile cannot do: q and k are loaded as
+column segments [0, R/2), [R/2, R) and, for partial rotary, [R, D); scores add one dot per segment.
+Segments must be >= 16 wide (Triton's dot), so head_dim 64 with full rope is the smallest case.
+Only bf16/f16/f32 pages: fp8 pages keep the unfused path (the new row would need quantizing here).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from dgjax.pallas.paged_attention.kernel import (
+    MAX_GROUP, MIN_DOT_ROWS, SUPPORTED_DTYPES, _merge_splits, default_block_tokens, default_num_splits,
+)
+
+_LOG2E = math.log2(math.e)
+
+
+def segments(head_dim: int, rotary_dim: int) -> tuple[tuple[int, int], ...]:
+    """(start, width) column segments: the two rope halves, then the pass-through part if any."""
+    half = rotary_dim // 2
+    segs = ((0, half), (half, half))
+    return segs + (((rotary_dim, head_dim - rotary_dim),) if rotary_dim < head_dim else ())
+
+
+def supports(num_heads: int, kv_heads: int, head_dim: int, rotary_dim: int, page_dtype) -> bool:
+    pow2 = lambda n: n > 0 and n & (n - 1) == 0  # noqa: E731
+    return (
+        num_heads % kv_heads == 0
+        and num_heads // kv_heads <= MAX_GROUP
+        and jnp.dtype(page_dtype) in SUPPORTED_DTYPES
+        and rotary_dim % 2 == 0
+        and all(w >= 16 and pow2(w) for _, w in segments(head_dim, rotary_dim))
+        and pow2(head_dim)
+    )
+
+
+def _kernel(
+    lo_ref, hi_ref, tables_ref, slots_ref, cos_ref, sin_ref, qkv_ref, k_ref, v_ref, *refs,
+    kv_heads: int, group: int, group_pad: int, page_size: int, pages_per_row: int, block_tokens: int,
+    num_splits: int, scale_log2: float, normalize: bool, qk_norm: bool, eps: float, segs, head_dim: int,
+):
+    qn_ref, kn_ref = refs[:2] if qk_norm else (None, None)
+    out_refs = refs[2:] if qk_norm else refs
+    k_out_ref, v_out_ref = out_refs[-2:]
+    b, h, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
+    dtype = qkv_ref.dtype
+    base = (b * kv_heads + h) * (group + 2)  # qkv row of this (row, KV head)'s first q head
+    r = lax.broadcasted_iota(jnp.int32, (group_pad, 1), 0)
+    q_rows = base + jnp.minimum(r, group - 1)
+    one = jnp.zeros((1, 1), jnp.int32)
+
+    def cols(start: int, width: int):
+        return start + lax.broadcasted_iota(jnp.int32, (1, width), 1)
+
+    def load_rows(rows):
+        """The column segments of qkv rows `rows` [n, 1], as float32 [n, w] tiles."""
+        return [plgpu.load(qkv_ref.at[rows, cols(c, w)]).astype(jnp.float32) for c, w in segs]
+
+    def norm_rope(parts, norm_ref):
+        if norm_ref is not None:  # RMSNorm over the whole head, rounded to the model dtype like the model
+            ss = sum(jnp.sum(p * p, axis=1, keepdims=True) for p in parts)
+            inv = lax.rsqrt(ss / head_dim + eps)
+            parts = [(p * inv * plgpu.load(norm_ref.at[cols(c, w)]).astype(jnp.float32)).astype(dtype)
+                     .astype(jnp.float32) for p, (c, w) in zip(parts, segs)]
+        (c0, w0), (c1, w1) = segs[0], segs[1]
+        cos0 = plgpu.load(cos_ref.at[one + b, cols(c0, w0)])
+        cos1 = plgpu.load(cos_ref.at[one + b, cols(c1, w1)])
+        sin0 = plgpu.load(sin_ref.at[one + b, cols(c0, w0)])
+        sin1 = plgpu.load(sin_ref.at[one + b, cols(c1, w1)])
+        lo, hi = parts[0], parts[1]
+        rot = [lo * cos0 - hi * sin0, hi * cos1 + lo * sin1] + parts[2:]
+        return [x.astype(dtype) for x in rot]
+
+    q = norm_rope(load_rows(q_rows), qn_ref)  # segments of [GP, w]; pad rows repeat the last q head
+    k_new = norm_rope(load_rows(one + base + group), kn_ref)  # segments of [1, w]
+    v_new = plgpu.load(qkv_ref.at[one + base + group + 1, cols(0, head_dim)])  # [1, D]
+
+    slot_row = plgpu.load(slots_ref.at[one + b]) * kv_heads + h  # [1, 1]
+
+    @pl.when(s == 0)
+    def _write():
+        for part, (c, w) in zip(k_new, segs):
+            plgpu.store(k_out_ref.at[slot_row, cols(c, w)], part.astype(k_out_ref.dtype))
+        plgpu.store(v_out_ref.at[slot_row, cols(0, head_dim)], v_new.astype(v_out_ref.dtype))
+
+    lo = lo_ref[b]
+    hi = hi_ref[b]
+    has_new = hi > lo  # a decoding row: its new token is its last visible key
+    end_pages = jnp.where(has_new, hi - 1, lo)
+    per_split = pl.cdiv(pl.cdiv(jnp.maximum(end_pages - lo, 0), num_splits), block_tokens) * block_tokens
+    start = lo + s * per_split
+    end = jnp.minimum(end_pages, start + per_split)
+    num_blocks = pl.cdiv(jnp.maximum(end - start, 0), block_tokens)
+
+    # split 0 starts from the new token's key; the others from an empty state
+    new_score = sum(jnp.sum(qp.astype(jnp.float32) * kp.astype(jnp.float32), axis=1)
+                    for qp, kp in zip(q, k_new)) * scale_log2  # [GP]
+    take_new = has_new & (s == 0)
+    m0 = jnp.where(take_new, new_score, -jnp.inf)
+    l0 = jnp.where(take_new, jnp.ones_like(new_score), 0.0)
+    acc0 = jnp.where(take_new, jnp.broadcast_to(v_new.astype(jnp.float32), (group_pad, head_dim)), 0.0)
+
+    offsets = lax.broadcasted_iota(jnp.int32, (block_tokens,), 0)
+
+    def body(i, carry):
+        acc, m_prev, l_prev = carry
+        tok = start + i * block_tokens + offsets
+        valid = tok < end
+        page = plgpu.load(tables_ref.at[b * pages_per_row + lax.div(tok, page_size)], mask=valid, other=0)
+        row = ((page * page_size + lax.rem(tok, page_size)) * kv_heads + h)[:, None]
+        scores = None
+        for qp, (c, w) in zip(q, segs):
+            kt = plgpu.load(k_ref.at[row, cols(c, w)], mask=jnp.broadcast_to(valid[:, None], (block_tokens, w)),
+                            other=0).astype(dtype)
+            part = plgpu.dot(qp, kt, trans_b=True)
+            scores = part if scores is None else scores + part
+        v = plgpu.load(v_ref.at[row, cols(0, head_dim)],
+                       mask=jnp.broadcast_to(valid[:, None], (block_tokens, head_dim)), other=0).astype(dtype)
+        scores = jnp.where(valid[None, :], scores * scale_log2, -jnp.inf)
+        m_next = jnp.maximum(m_prev, jnp.max(scores, axis=1))
+        m_safe = jnp.where(jnp.isfinite(m_next), m_next, 0.0)
+        correction = jnp.exp2(m_prev - m_safe)
+        p = jnp.exp2(scores - m_safe[:, None])
+        l_next = l_prev * correction + jnp.sum(p, axis=1)
+        acc = acc * correction[:, None] + plgpu.dot(p.astype(dtype), v)
+        return acc, m_next, l_next
+
+    acc, m, l = lax.fori_loop(0, num_blocks, body, (acc0, m0, l0))
+    if normalize:
+        o_ref = out_refs[0]
+        o_ref[...] = (acc / jnp.where(l == 0.0, 1.0, l)[:, None]).astype(o_ref.dtype)
+    else:
+        o_ref, m_ref, l_ref = out_refs[:3]
+        o_ref[...] = acc
+        m_ref[...] = m
+        l_ref[...] = l
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=("scale", "eps", "block_tokens", "num_splits", "num_warps", "num_stages", "interpret"),
+)
+def fused_decode_attention(
+    qkv: jax.Array,
+    cos: jax.Array,
+    sin: jax.Array,
+    k_pages: jax.Array,
+    v_pages: jax.Array,
+    block_tables: jax.Array,
+    kv_start: jax.Array,
+    kv_end: jax.Array,
+    slots: jax.Array,
+    q_norm: jax.Array | None = None,
+    k_norm: jax.Array | None = None,
+    *,
+    scale: float,
+    eps: float = 1e-6,
+    block_tokens: int | None = None,
+    num_splits: int | None = None,
+    num_warps: int = 4,
+    num_stages: int = 2,
+    interpret: bool = False,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """qkv [B, KVH, G+2, D] -> (out [B, KVH*G, D], k_pages, v_pages with this token's K/V at `slots` [B]).
+
+    Row b attends keys kv_start[b] <= j < kv_end[b]: j < kv_end - 1 from its pages (block_tables [B, P]),
+    j = kv_end - 1 (this token) from registers. cos, sin: float32 [B, R] (R = rotary dim, scaling folded in).
+    Rows with kv_end <= kv_start (padding) return zeros; every row's K/V is written to its slot.
+    """
+    b, kvh, g2, d = qkv.shape
+    g = g2 - 2
+    n, ps, _, _ = k_pages.shape
+    p = block_tables.shape[1]
+    gp = max(MIN_DOT_ROWS, pl.next_power_of_2(g))
+    segs = segments(d, cos.shape[-1])
+    bk = block_tokens or default_block_tokens(d, k_pages.dtype)
+    splits = num_splits or default_num_splits(b, kvh, p * ps, bk)
+    qk_norm = q_norm is not None
+
+    rows = qkv.reshape(b * kvh * g2, d)
+    k_rows = k_pages.reshape(n * ps * kvh, d)
+    v_rows = v_pages.reshape(n * ps * kvh, d)
+    tables = block_tables.astype(jnp.int32).reshape(b * p)
+    whole = lambda shape: pl.BlockSpec(shape, lambda *_: (0,) * len(shape))  # noqa: E731
+    args = [kv_start.astype(jnp.int32), kv_end.astype(jnp.int32), tables, slots.astype(jnp.int32).reshape(b),
+            cos.astype(jnp.float32), sin.astype(jnp.float32), rows, k_rows, v_rows]
+    if qk_norm:
+        args += [q_norm, k_norm]
+    in_specs = [whole(a.shape) for a in args]
+
+    normalize = splits == 1
+    if normalize:
+        out_shape = [jax.ShapeDtypeStruct((b, kvh, gp, d), qkv.dtype)]
+        out_specs = [pl.BlockSpec((None, None, gp, d), lambda i, j, s: (i, j, 0, 0))]
+    else:
+        out_shape = [
+            jax.ShapeDtypeStruct((b, kvh, splits, gp, d), jnp.float32),
+            jax.ShapeDtypeStruct((b, kvh, splits, gp), jnp.float32),
+            jax.ShapeDtypeStruct((b, kvh, splits, gp), jnp.float32),
+        ]
+        out_specs = [
+            pl.BlockSpec((None, None, None, gp, d), lambda i, j, s: (i, j, s, 0, 0)),
+            pl.BlockSpec((None, None, None, gp), lambda i, j, s: (i, j, s, 0)),
+            pl.BlockSpec((None, None, None, gp), lambda i, j, s: (i, j, s, 0)),
+        ]
+    out_shape += [jax.ShapeDtypeStruct(k_rows.shape, k_rows.dtype), jax.ShapeDtypeStruct(v_rows.shape, v_rows.dtype)]
+    out_specs += [whole(k_rows.shape), whole(v_rows.shape)]
+    n_main = len(out_shape) - 2
+    kernel = functools.partial(
+        _kernel, kv_heads=kvh, group=g, group_pad=gp, page_size=ps, pages_per_row=p, block_tokens=bk,
+        num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, qk_norm=qk_norm, eps=eps,
+        segs=segs, head_dim=d,
+    )
+    outs = pl.pallas_call(
+        kernel,
+        grid=(b, kvh, splits),
+        in_specs=in_specs,
+        out_specs=out_specs,
+        out_shape=out_shape,
+        input_output_aliases={7: n_main, 8: n_main + 1},
+        compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
+        interpret=interpret,
+        name=f"fused_decode_attention_g{gp}_d{d}_bk{bk}_s{splits}",
+    )(*args)
+    main, k_out, v_out = outs[:n_main], outs[n_main], outs[n_main + 1]
+    out = main[0] if normalize else _merge_splits(*main)
+    out = out[:, :, :g].reshape(b, kvh * g, d).astype(qkv.dtype)
+    return out, k_out.reshape(k_pages.shape), v_out.reshape(v_pages.shape)

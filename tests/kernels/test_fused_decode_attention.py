@@ -1,0 +1,86 @@
+"""The fused decode attention kernel (interpret mode) against its reference: outputs, written K/V, untouched pages."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dgjax.pallas.fused_decode_attention import kernel, ref
+from dgjax.pallas.paged_attention import api as paged
+
+PAGE, PAGES, WIDTH = 4, 20, 6
+
+
+def _case(seed, b, kvh, g, d, rot, dtype, qk_norm):
+    rng = np.random.default_rng(seed)
+    qkv = jnp.asarray(rng.standard_normal((b, kvh, g + 2, d)), dtype)
+    k_pages = jnp.asarray(rng.standard_normal((PAGES, PAGE, kvh, d)), dtype)
+    v_pages = jnp.asarray(rng.standard_normal((PAGES, PAGE, kvh, d)), dtype)
+    ctx = rng.integers(1, WIDTH * PAGE, size=b).astype(np.int32)
+    ctx[-1] = 0 if b > 2 else ctx[-1]  # a padding row
+    qlen = (ctx > 0).astype(np.int32)
+    tables = (1 + rng.permutation(PAGES - 1)[: b * WIDTH]).reshape(b, WIDTH).astype(np.int32)
+    pos = np.maximum(ctx - 1, 0)[:, None].astype(np.int32)
+    slots = np.asarray(paged.kv_slots(jnp.asarray(pos), jnp.asarray(qlen), jnp.asarray(tables), PAGE))
+    angles = pos.astype(np.float32) * (1.0 / 10000 ** (np.arange(0, rot, 2) / rot))[None, :]
+    emb = np.concatenate([angles, angles], axis=-1)
+    norms = (jnp.asarray(1 + 0.3 * rng.standard_normal(d), dtype), jnp.asarray(1 + 0.3 * rng.standard_normal(d), dtype))
+    return dict(qkv=qkv, cos=jnp.asarray(np.cos(emb)), sin=jnp.asarray(np.sin(emb)), k_pages=k_pages,
+                v_pages=v_pages, block_tables=jnp.asarray(tables), context_lens=jnp.asarray(ctx),
+                positions=jnp.asarray(pos), query_lens=jnp.asarray(qlen), slots=jnp.asarray(slots),
+                q_norm=norms[0] if qk_norm else None, k_norm=norms[1] if qk_norm else None)
+
+
+@pytest.mark.parametrize(
+    "b,kvh,g,d,rot,splits,qk_norm,window",
+    [
+        (3, 2, 4, 64, 64, 1, False, None),   # llama-like GQA, one split, a padding row
+        (3, 2, 2, 64, 32, 3, True, None),    # partial rotary (GLM), q/k norm (Qwen3), three splits
+        (2, 1, 8, 32, 32, 2, False, 5),      # group 8, sliding window
+        (2, 2, 1, 64, 64, 2, True, None),    # MHA (group padded 1 -> 16)
+    ],
+)
+def test_kernel_matches_reference(b, kvh, g, d, rot, splits, qk_norm, window):
+    c = _case(b * 100 + g, b, kvh, g, d, rot, jnp.float32, qk_norm)
+    want_out, want_k, want_v = ref.fused_decode_attention(**c, scale=d**-0.5, eps=1e-6, sliding_window=window)
+    start, end = paged.decode_window(c["context_lens"], c["positions"], c["query_lens"], WIDTH * PAGE, window)
+    got_out, got_k, got_v = kernel.fused_decode_attention(
+        c["qkv"], c["cos"], c["sin"], c["k_pages"], c["v_pages"], c["block_tables"], start, end, c["slots"][:, 0],
+        c["q_norm"], c["k_norm"], scale=d**-0.5, eps=1e-6, num_splits=splits, block_tokens=8, interpret=True,
+    )
+    np.testing.assert_allclose(np.asarray(got_out), np.asarray(want_out), atol=2e-5, rtol=1e-5)
+    # the new K/V rows land in their slots and nothing else of the pages changes
+    np.testing.assert_allclose(np.asarray(got_k), np.asarray(want_k), atol=1e-6, rtol=0)
+    np.testing.assert_array_equal(np.asarray(got_v), np.asarray(want_v))
+    assert not np.array_equal(np.asarray(want_k), np.asarray(c["k_pages"]))
+
+
+def test_bf16_kernel_close_to_reference():
+    c = _case(7, 3, 2, 4, 64, 64, jnp.bfloat16, True)
+    want_out, want_k, _ = ref.fused_decode_attention(**c, scale=0.125, eps=1e-6)
+    start, end = paged.decode_window(c["context_lens"], c["positions"], c["query_lens"], WIDTH * PAGE, None)
+    got_out, got_k, _ = kernel.fused_decode_attention(
+        c["qkv"], c["cos"], c["sin"], c["k_pages"], c["v_pages"], c["block_tables"], start, end, c["slots"][:, 0],
+        c["q_norm"], c["k_norm"], scale=0.125, eps=1e-6, block_tokens=8, interpret=True,
+    )
+    err = float(jnp.max(jnp.abs(got_out.astype(jnp.float32) - want_out.astype(jnp.float32))))
+    assert err < 3e-2, err
+    k_err = float(jnp.max(jnp.abs(got_k.astype(jnp.float32) - want_k.astype(jnp.float32))))
+    assert k_err <= 2 ** -6 * 4, k_err  # rope/norm rounding of the new rows only
+
+
+def test_reference_equals_unfused_composition():
+    """ref.py's split/norm/rope/write/attend equals writing K/V then calling the paged-attention reference."""
+    c = _case(3, 3, 2, 2, 64, 32, jnp.float32, True)
+    out, k_pages, _ = ref.fused_decode_attention(**c, scale=0.1, eps=1e-6)
+    q, k, v = ref.split_qkv(c["qkv"])
+    q = ref.rope(ref.rms_norm(q, c["q_norm"], 1e-6), c["cos"], c["sin"])
+    k = ref.rope(ref.rms_norm(k, c["k_norm"], 1e-6), c["cos"], c["sin"])
+    kp, vp = paged.write_kv(c["k_pages"], c["v_pages"], k[:, None], v[:, None], c["slots"])
+    want = paged.paged_attention(q[:, None], kp, vp, c["block_tables"], c["context_lens"], c["positions"],
+                                 c["query_lens"], scale=0.1, impl="ref")[:, 0]
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(k_pages), np.asarray(kp))
+    assert float(jnp.max(jnp.abs(out[-1]))) == 0.0  # padding row
