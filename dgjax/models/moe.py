@@ -24,9 +24,11 @@ from flax import struct
 from jax import lax
 
 from dgjax.config import ModelConfig
+from dgjax.quant import is_quantized, reference_expert_matmul
 from dgjax.models import blocks
 from dgjax.models.ops import matmul
 from dgjax.models.params import ParamSpec, normal_init, zeros_init
+from dgjax.pallas import moe_decode
 
 IMPLS = ("auto", "ragged", "gather")
 ENV_VAR = "DGJAX_MOE"
@@ -137,10 +139,12 @@ def expert_matmul(
     Exactly one of: `group_sizes` [experts] (rows sorted by expert, lax.ragged_dot) or `expert_ids` [M]
     (each row's expert; the weights are gathered). Weight formats other than plain arrays add a branch here.
     """
+    if is_quantized(w):  # dequantizes only the routed experts in the gather form
+        return reference_expert_matmul(x, w, group_sizes=group_sizes, expert_ids=expert_ids)
     if not _is_plain(w):
         raise NotImplementedError(
             f"expert_matmul has no implementation for expert weights of type {type(w).__name__} yet; "
-            "only plain arrays [experts, in, out] are supported"
+            "plain arrays [experts, in, out] and dgjax.quant nodes are supported"
         )
     if (group_sizes is None) == (expert_ids is None):
         raise ValueError("expert_matmul needs exactly one of group_sizes (ragged) or expert_ids (gather)")
@@ -166,8 +170,15 @@ def moe_experts(
     x: jax.Array, expert_ids: jax.Array, weights: jax.Array, p: ExpertParams, hidden_act: str,
     impl: str | None = None,
 ) -> jax.Array:
-    """sum_j weights[:, j] * down(act(gate(x)) * up(x)) through expert expert_ids[:, j]; x [N, embed]."""
+    """sum_j weights[:, j] * down(act(gate(x)) * up(x)) through expert expert_ids[:, j]; x [N, embed].
+
+    Decode steps (N <= moe_decode.MAX_TOKENS) go to the MoE decode kernel where its api picks it (on a GPU,
+    or DGJAX_MOE_KERNEL=kernel), unless a reference path was asked for (impl or DGJAX_MOE ragged / gather).
+    """
     n, k = expert_ids.shape
+    auto = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower() == "auto"
+    if auto and n <= moe_decode.MAX_TOKENS and moe_decode.use_kernel(n, p.gate, p.up, p.down, hidden_act):
+        return moe_decode.moe_decode(x, expert_ids, weights, p.gate, p.up, p.down, hidden_act, impl="kernel")
     num_experts = p.gate.shape[0]
     act = blocks.activation(hidden_act)
     flat_ids = expert_ids.reshape(-1)
