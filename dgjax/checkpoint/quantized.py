@@ -30,10 +30,11 @@ from dgjax.sharding import ShardingRules
 log = logging.getLogger("dgjax.checkpoint")
 
 # Tensor-name suffixes a quantized module stores: (required, optional). The first required one is the
-# packed weight; its rows are N.
+# packed weight; its rows are N. Optional ones are read (input_scale) or knowingly dropped (ModelOpt's
+# FP8 KV-cache k_scale / v_scale on k_proj / v_proj: dgjax's fp8 KV cache keeps its own scales).
 FORMAT_TENSORS: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {
-    (FP8_BLOCK, ""): (("weight", "weight_scale_inv"), ("input_scale",)),
-    (NVFP4, ""): (("weight", "weight_scale", "weight_scale_2"), ("input_scale",)),
+    (FP8_BLOCK, ""): (("weight", "weight_scale_inv"), ("input_scale", "k_scale", "v_scale")),
+    (NVFP4, ""): (("weight", "weight_scale", "weight_scale_2"), ("input_scale", "k_scale", "v_scale")),
     (MXFP4, "blocks"): (("weight_blocks", "weight_scales"), ()),
     (MXFP4, "packed"): (("weight_packed", "weight_scale"), ()),
     (INT, "packed"): (("weight_packed", "weight_scale"), ("weight_shape", "weight_zero_point")),

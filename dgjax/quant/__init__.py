@@ -8,9 +8,9 @@ from dgjax.quant.fp8_block import Fp8BlockWeight
 from dgjax.quant.int_group import IntWeight
 from dgjax.quant.mxfp4 import Mxfp4Weight
 from dgjax.quant.nvfp4 import Nvfp4Weight
-from dgjax.quant.reference import reference_matmul
+from dgjax.quant.reference import reference_expert_matmul, reference_matmul
 
 __all__ = [
     "ArrayLayout", "QuantizedWeight", "array_shardings", "array_specs", "is_quantized",
-    "Fp8BlockWeight", "IntWeight", "Mxfp4Weight", "Nvfp4Weight", "reference_matmul",
+    "Fp8BlockWeight", "IntWeight", "Mxfp4Weight", "Nvfp4Weight", "reference_expert_matmul", "reference_matmul",
 ]

@@ -2,8 +2,8 @@
 
 Decode executables are keyed by (batch width, top-logprobs on/off), prefill executables by (chunk
 size, prompt-logprobs on/off). While a request with a grammar decodes, its ticks run split in two
-(`decode_forward` per width, `decode_sample` per width and top-logprobs) so that the host can
-compute the grammar masks while the forward pass runs; those are compiled ahead of time too. All are lowered from abstract shapes before the first request and
+(`decode_forward` and `decode_sample`, per width) so that the host can compute the grammar masks
+while the forward pass runs. All are lowered from abstract shapes before the first request and
 kept in dicts; a request that would need a shape outside the buckets is split (prefill) or padded
 (decode) by the scheduler, so serving never compiles. Each dispatch returns device arrays whose
 host copy has already been started, so the caller can read tick N while tick N+1 runs.
@@ -88,7 +88,10 @@ class Executor:
         plps = (False, True) if self.aot_logprob_variants else (False,)
         jobs = [("decode", (w, k)) for w in self.decode_buckets for k in tops]
         jobs += [("decode_forward", w) for w in self.decode_buckets]
-        jobs += [("decode_sample", (w, k)) for w in self.decode_buckets for k in tops]
+        # One sampling half per width, with top-logprobs when those are compiled ahead of time at
+        # all: it also serves ticks that want none (a wasted top-k only while grammars run), which
+        # keeps the split tick's cost at about one extra forward-only compile per width.
+        jobs += [("decode_sample", (w, max(tops))) for w in self.decode_buckets]
         jobs += [("prefill", (c, p)) for c in self.prefill_buckets for p in plps]
         jobs.append(("init_slot", None))
         for i, (kind, key) in enumerate(jobs):
@@ -211,7 +214,7 @@ class Executor:
     def decode_sample(self, logits, slot_ids, active, st, bitmask, want_top: bool):
         """Second half: sample under the grammar `bitmask` [B, W] int32; copy-back started."""
         key = (len(slot_ids), MAX_TOP_LOGPROBS if want_top else 0)
-        exe = self._decode_sample.get(key)
+        exe = self._decode_sample.get(key) or self._decode_sample.get((len(slot_ids), MAX_TOP_LOGPROBS))
         if exe is None:
             log.warning("cold compile while serving: decode_sample %s was not compiled ahead of time", key)
             exe = self._decode_sample[key] = self._compile_decode_sample(_abstract(self.state), *key)

@@ -50,7 +50,7 @@ async def create_chat_completion(ctx: ServerContext, request: Request,
     params = req.common.params
     check_context(len(prompt_ids), params.max_tokens, ctx.max_model_len, "messages")
     parsing = ctx.output_parsing.for_request(req, prompt_ids, ctx.tokenizer)  # may edit params
-    params.grammar = await chat_grammar(ctx, body, req)  # response_format, strict/forced tools
+    params.grammar = await chat_grammar(ctx, body, req, parsing)  # response_format, tools
     request_id = new_request_id("chatcmpl")
     n = req.common.n
     group = ctx.client.submit(fan_out(request_id, [prompt_ids], params, n), ["messages"] * n)
@@ -113,7 +113,8 @@ async def _stream(group, req: ChatRequest, r: TokenRenderer, request_id: str, mo
                 yield sse_event(engine_error(out.error, generated[i]).body())
                 break
             deltas = parsers[i].deltas(out.text, out.finished)  # text held back gives none
-            if not (deltas or out.token_ids or out.finished):
+            # text held back and nothing else to say: no empty `delta: {}` chunk (logprobs still go out)
+            if not (deltas or out.finished or (req.logprobs and out.token_ids)):
                 continue
             deltas = deltas or [{}]
             for k, delta in enumerate(deltas):  # logprobs on the first, the finish on the last

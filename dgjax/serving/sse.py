@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -63,31 +64,6 @@ async def until_disconnect(receive: Callable[[], Awaitable[dict]], work: Awaitab
     return work_task.result()
 
 
-async def with_keepalive(events: AsyncIterator[bytes], interval: float) -> AsyncIterator[bytes]:
-    """`events`, plus SSE_KEEPALIVE whenever `interval` seconds pass without one. The pending
-    `__anext__` keeps running across keep-alives; closing this generator cancels it."""
-    iterator = events.__aiter__()
-    pending: asyncio.Future | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(iterator.__anext__())
-            done, _ = await asyncio.wait({pending}, timeout=interval)
-            if not done:
-                yield SSE_KEEPALIVE
-                continue
-            finished, pending = pending, None
-            try:
-                chunk = finished.result()
-            except StopAsyncIteration:
-                return
-            yield chunk
-    finally:
-        if pending is not None:
-            pending.cancel()
-            await asyncio.gather(pending, return_exceptions=True)
-
-
 class EventStreamResponse:
     """An ASGI response that streams SSE bytes and stops the producer when the client leaves."""
 
@@ -102,15 +78,32 @@ class EventStreamResponse:
         await send({"type": "http.response.start", "status": 200, "headers": self.headers})
 
         async def pump() -> None:
-            stream = (with_keepalive(self.events, self.keepalive_s) if self.keepalive_s > 0
-                      else self.events)
+            # keep-alives come from a side task, so the per-token path stays one plain send; the
+            # lock keeps the two from interleaving (an uncontended acquire does not suspend)
+            lock = asyncio.Lock()
+            last_sent = time.monotonic()
+
+            async def send_body(body: bytes, more_body: bool = True) -> None:
+                nonlocal last_sent
+                async with lock:
+                    await send({"type": "http.response.body", "body": body, "more_body": more_body})
+                last_sent = time.monotonic()
+
+            async def keep_alive() -> None:
+                while True:
+                    await asyncio.sleep(last_sent + self.keepalive_s - time.monotonic())
+                    if time.monotonic() - last_sent >= self.keepalive_s:
+                        await send_body(SSE_KEEPALIVE)
+
+            ticker = asyncio.ensure_future(keep_alive()) if self.keepalive_s > 0 else None
             try:
-                async for chunk in stream:
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                async for chunk in self.events:
+                    await send_body(chunk)
             finally:
-                if stream is not self.events:
-                    await stream.aclose()
+                if ticker is not None:
+                    ticker.cancel()
+                    await asyncio.gather(ticker, return_exceptions=True)
+            await send_body(b"", more_body=False)
 
         try:
             await until_disconnect(receive, pump())

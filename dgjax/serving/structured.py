@@ -22,6 +22,7 @@ from dgjax.serving.errors import APIError, bad_request
 from dgjax.serving.tool_output import chat_template_text
 from dgjax.structured.backend import GrammarError
 from dgjax.structured.json_schema import SchemaError, check_schema, dotted, schema_grammar
+from dgjax.structured.reasoning import after_reasoning
 from dgjax.structured.tool_formats import ToolCallFormat, detect_format
 from dgjax.structured.tool_grammar import (AnswerSpec, CustomTool, FunctionTool, ToolGrammarError,
                                            check_custom_grammar, tool_call_grammar)
@@ -56,7 +57,7 @@ def parse_response_format(raw: Any) -> AnswerSpec | None:
         return AnswerSpec(_ANY_OBJECT, strict=False)
     if kind != "json_schema":
         raise bad_request("'response_format.type' must be 'text', 'json_object' or 'json_schema'.",
-                          "response_format.type", "invalid_value")
+                          "response_format", "invalid_value")
     spec = _require(fmt.get("json_schema"), dict, "response_format.json_schema")
     if spec.get("name") is not None:
         _require(spec["name"], str, "response_format.json_schema.name")
@@ -252,12 +253,24 @@ async def _compiled(ctx, build, *args) -> str | None:
     return await asyncio.to_thread(work)
 
 
-async def chat_grammar(ctx, body: dict[str, Any], req) -> str | None:
-    """`req` is the parsed ChatRequest (its tools, tool_choice and parallel_tool_calls)."""
+async def chat_grammar(ctx, body: dict[str, Any], req, parsing=None) -> str | None:
+    """`req` is the parsed ChatRequest (its tools, tool_choice and parallel_tool_calls);
+    `parsing` its RequestParsing: with a reasoning parser, the model may think first."""
     tool_format = ctx.output_parsing.tool_format
-    return await _compiled(ctx, build_chat_grammar, body, req.tools, req.tool_choice,
-                           req.parallel_tool_calls, tool_format.name if tool_format else None,
-                           ctx.tokenizer, ctx.engine.structured)
+    reasoning = getattr(parsing, "reasoning", None)
+    think = None if reasoning is None else (reasoning.start, reasoning.end, parsing.in_reasoning)
+
+    def build() -> str | None:
+        grammar = build_chat_grammar(body, req.tools, req.tool_choice, req.parallel_tool_calls,
+                                     tool_format.name if tool_format else None, ctx.tokenizer,
+                                     ctx.engine.structured)
+        if grammar is None or think is None:
+            return grammar
+        start, end, opened = think
+        return after_reasoning(grammar, start, end, opened,
+                               ctx.engine.structured.special_token_ids((start, end)))
+
+    return await _compiled(ctx, build)
 
 
 async def completion_grammar(ctx, body: dict[str, Any]) -> str | None:

@@ -32,8 +32,10 @@ LINEARS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_att
 CT_MIXED_GROUPS = {  # compressed-tensors groups with per-group formats (the newer layout)
     "group_0": {"targets": [r"re:.*self_attn\.(q|k|v)_proj$"], "format": "pack-quantized",
                 "weights": {"num_bits": 4, "type": "int", "symmetric": False, "strategy": "group", "group_size": 64}},
-    "group_1": {"targets": [r"re:.*o_proj$"], "format": "int-quantized",
+    "group_1": {"targets": [r"re:model\.layers\.0\.self_attn\.o_proj$"], "format": "int-quantized",
                 "weights": {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel"}},
+    "group_4": {"targets": [r"re:model\.layers\.1\.self_attn\.o_proj$"], "format": "pack-quantized",
+                "weights": {"num_bits": 8, "type": "int", "symmetric": False, "strategy": "group", "group_size": 64}},
     "group_2": {"targets": [r"re:.*mlp\.(gate|up)_proj$"], "format": "pack-quantized",
                 "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32}},
     "group_3": {"targets": [r"re:.*down_proj$"], "format": "mxfp4-pack-quantized",
@@ -65,11 +67,11 @@ def _fmt_for(case: str, module: str):
     if case == "mxfp4_gpt_oss":
         return None if name.startswith("self_attn") else ("mxfp4_blocks", {})
     if name.endswith(("q_proj", "k_proj", "v_proj")):
-        return ("int4", dict(group=64, symmetric=False))
+        return ("packed", dict(bits=4, group=64, symmetric=False))
     if name.endswith("o_proj"):
-        return ("int8", {})
+        return ("int8", {}) if layer == 0 else ("packed", dict(bits=8, group=64, symmetric=False))
     if name.endswith(("gate_proj", "up_proj")):
-        return ("int4", dict(group=32, symmetric=True))
+        return ("packed", dict(bits=4, group=32, symmetric=True))
     return None if layer == 1 else ("mxfp4_packed", {})
 
 
@@ -94,15 +96,15 @@ def _encode(kind: str, w: np.ndarray, params: dict) -> tuple[dict[str, np.ndarra
         q, s, _ = int_group.quantize_np(w, 8, w.shape[1], symmetric=True)
         return {"weight": q, "weight_scale": s}, quant_refs.ct_dequantize_torch(q, torch.from_numpy(
             s.astype(np.float32)).to(torch.bfloat16), None, w.shape[1])
-    group, sym = params["group"], params["symmetric"]
-    q, s, z = int_group.quantize_np(w, 4, group, symmetric=sym)
-    out = {"weight_packed": quant_refs.ct_pack_int32(q, 4), "weight_scale": s,
+    bits, group, sym = params["bits"], params["group"], params["symmetric"]
+    q, s, z = int_group.quantize_np(w, bits, group, symmetric=sym)
+    out = {"weight_packed": quant_refs.ct_pack_int32(q, bits), "weight_scale": s,
            "weight_shape": np.array(w.shape, np.int64)}
     zp = None
     if not sym:
-        out["weight_zero_point"] = quant_refs.ct_pack_int32(z, 4, packed_dim=0)
-        zp = quant_refs.ct_unpack_int32_torch(out["weight_zero_point"], 4, w.shape[0], packed_dim=0)
-    q_read = quant_refs.ct_unpack_int32_torch(out["weight_packed"], 4, w.shape[1])
+        out["weight_zero_point"] = quant_refs.ct_pack_int32(z, bits, packed_dim=0)
+        zp = quant_refs.ct_unpack_int32_torch(out["weight_zero_point"], bits, w.shape[0], packed_dim=0)
+    q_read = quant_refs.ct_unpack_int32_torch(out["weight_packed"], bits, w.shape[1])
     s_t = torch.from_numpy(s.astype(np.float32)).to(torch.bfloat16)
     return out, quant_refs.ct_dequantize_torch(q_read, s_t, zp, group)
 

@@ -60,6 +60,8 @@ EXPECTED_NODES = {  # case -> {(layer, leaf): (node type, {array: (dtype, shape)
         (0, "attn.v"): (IntWeight, {"values": (jnp.uint8, (96, 96)), "scale": (jnp.bfloat16, (96, 3)),
                                     "zero_point": (jnp.int8, (96, 3))}),
         (0, "attn.o"): (IntWeight, {"values": (jnp.int8, (192, 192)), "scale": (jnp.bfloat16, (192, 1))}),
+        (1, "attn.o"): (IntWeight, {"values": (jnp.int8, (192, 192)), "scale": (jnp.bfloat16, (192, 3)),
+                                    "zero_point": (jnp.int8, (192, 3))}),
         (1, "mlp.gate"): (IntWeight, {"values": (jnp.uint8, (320, 96)), "scale": (jnp.bfloat16, (320, 6))}),
         (0, "mlp.down"): (Mxfp4Weight, {"packed": (jnp.uint8, (192, 160)), "scale": (jnp.uint8, (192, 10))}),
         (1, "mlp.down"): None},

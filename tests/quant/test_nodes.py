@@ -9,7 +9,7 @@ import pytest
 from jax.sharding import AbstractMesh, PartitionSpec as P
 
 from dgjax.models.ops import matmul
-from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, array_specs
+from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, array_specs, reference_expert_matmul
 from dgjax.quant import fp8_block, int_group, mxfp4, nvfp4
 from dgjax.sharding import DEFAULT_RULES
 
@@ -118,3 +118,17 @@ def test_expert_axis_shards_every_array_including_per_expert_scalars():
     rules = DEFAULT_RULES.replace(experts="tp", ffw=None)
     specs = _specs(Nvfp4Weight, (8, 256, 512), ("experts", "embed", "ffw"), 1, expert_dims=1, rules=rules)
     assert specs == {"packed": P("tp", None, None), "block_scale": P("tp", None, None), "global_scale": P("tp")}
+
+
+def test_expert_matmul_reference_gathers_or_ragged_dots_the_dequantized_experts():
+    rows = RNG.standard_normal((4, 32, 64)).astype(np.float32)  # E=4 experts [N=32 out, K=64 in]
+    node = _node("fp8", rows, (4, 64, 32), 1, expert_dims=1)
+    dense = np.asarray(node.dequantize())  # [E, in, out]
+    x = jnp.asarray(RNG.standard_normal((6, 64)).astype(np.float32))
+    ids = jnp.asarray([2, 0, 2, 3, 1, 1])
+    want = np.einsum("mi,mio->mo", np.asarray(x), dense[np.asarray(ids)])
+    np.testing.assert_allclose(np.asarray(reference_expert_matmul(x, node, expert_ids=ids)), want, rtol=1e-5, atol=1e-5)
+    sizes = jnp.asarray([2, 1, 0, 3])  # rows already sorted by expert
+    ragged = jax.lax.ragged_dot(x, jnp.asarray(dense), sizes)
+    got = reference_expert_matmul(x, node, group_sizes=sizes)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(ragged), rtol=1e-5, atol=1e-5)

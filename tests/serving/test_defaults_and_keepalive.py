@@ -17,7 +17,7 @@ import pytest
 from agent_server import AGENT_NAME, KEEPALIVE_S, MAX_MODEL_LEN
 from dgjax.serving.options import ServingOptions, add_serving_args, serving_options_from_args
 from dgjax.serving.reasoning_effort import UnsupportedEffort
-from dgjax.serving.sse import SSE_KEEPALIVE, with_keepalive
+from dgjax.serving.sse import SSE_KEEPALIVE, EventStreamResponse
 from serving_harness import metric, sse_chunks
 
 HI = [{"role": "user", "content": "hi"}]
@@ -160,35 +160,58 @@ def test_client_leaving_during_keepalives_aborts_the_queued_request(agent_server
     assert metric(after, generated) - metric(before, generated) == 400  # the blocker's only
 
 
-def test_with_keepalive_pacing_and_cleanup():
-    """The wrapper itself: comments only during silence, and closing it cancels the producer."""
+def drive(response: EventStreamResponse, disconnect_after: float | None = None) -> list:
+    """Run an ASGI response against an in-memory connection; the body messages it sent."""
+    async def run():
+        gone = asyncio.Event()
+        if disconnect_after is not None:
+            asyncio.get_running_loop().call_later(disconnect_after, gone.set)
+
+        async def receive():
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        sent = []
+
+        async def send(message):
+            if message["type"] == "http.response.body":
+                sent.append(message)
+
+        await response(None, receive, send)
+        return sent
+
+    return asyncio.run(run())
+
+
+def test_keepalives_fill_silences_only():
+    async def events():
+        yield b"a"
+        await asyncio.sleep(0.35)
+        yield b"b"
+        yield b"c"
+
+    bodies = [m["body"] for m in drive(EventStreamResponse(events(), keepalive_s=0.1))]
+    assert bodies[0] == b"a" and bodies[-3:] == [b"b", b"c", b""]
+    assert 2 <= len(bodies) - 4 <= 4  # ~3 comments in 0.35 s of silence, none elsewhere
+    assert set(bodies[1:-3]) == {SSE_KEEPALIVE}
+    silent = [m["body"] for m in drive(EventStreamResponse(events(), keepalive_s=0))]
+    assert silent == [b"a", b"b", b"c", b""]
+
+
+def test_disconnect_during_keepalives_stops_the_producer_and_the_ticker():
     cleaned = []
 
-    async def producer():
+    async def events():
         try:
             yield b"a"
-            await asyncio.sleep(0.35)
-            yield b"b"
-            await asyncio.sleep(10)
-            yield b"never"
+            await asyncio.sleep(30)
         finally:
             cleaned.append(True)
 
-    async def run():
-        out = []
-        stream = with_keepalive(producer(), 0.1)
-        async for chunk in stream:
-            out.append(chunk)
-            if out.count(SSE_KEEPALIVE) == 5:
-                break
-        await stream.aclose()
-        return out
-
-    out = asyncio.run(run())
-    b = out.index(b"b")
-    assert out[0] == b"a" and 2 <= b - 1 <= 4  # ~3 comments in 0.35 s
-    assert out[b + 1:] == [SSE_KEEPALIVE] * (5 - (b - 1))
+    sent = drive(EventStreamResponse(events(), keepalive_s=0.05), disconnect_after=0.3)
     assert cleaned == [True]
+    assert [m["body"] for m in sent][0] == b"a"
+    assert 3 <= len(sent) - 1 <= 7  # keep-alives until the client left, then nothing
 
 
 def test_serving_flags():

@@ -41,7 +41,7 @@ CHAT_CASES = [
     ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
     ({"messages": [{"role": "user"}]}, "messages[0].content"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
-     "messages[0].content[0].type"),
+     "messages[0].content[0]"),
     ({"messages": USER + [{"role": "system", "content": "late"}]}, "messages"),  # template raises
     ({"temperature": "hot"}, "temperature"),
     ({"temperature": 2.5}, "temperature"),
@@ -89,7 +89,7 @@ CHAT_CASES = [
     ({"tool_choice": "required"}, "tool_choice"),
     ({"tools": [{"type": "function", "function": {"name": "f"}}], "parallel_tool_calls": "no"},
      "parallel_tool_calls"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"response_format": {"type": "yaml"}}, "response_format"),
     ({"model": 5}, "model"),
     ({"messages": [{"role": "user", "content": LONG_TEXT}]}, "messages"),
     ({"max_tokens": 500}, "max_tokens"),

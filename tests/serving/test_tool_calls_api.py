@@ -146,6 +146,8 @@ def test_calls_stream_as_a_header_then_their_arguments(scripted):
     assert streamed["finish_reason"] == "tool_calls"
     # no chunk ever carried a piece of markup as content
     assert all("<" not in (c["choices"][0]["delta"].get("content") or "") for c in chunks)
+    # while the markup is held back no empty deltas are sent (OpenAI never sends `delta: {}` mid-stream)
+    assert all(c["choices"][0]["delta"] or c["choices"][0]["finish_reason"] for c in chunks if c["choices"])
 
 
 def test_parallel_tool_calls_false_keeps_the_first(scripted):

@@ -153,11 +153,15 @@ def unpack_mask(bitmask_row: np.ndarray, vocab: int) -> np.ndarray:
 
 def generate(backend: GrammarBackend, grammar: str, lm: TinyRandomLM, seed: int,
              max_tokens: int = 400) -> tuple[list[int], bool]:
-    """Sample under the grammar until it is complete or EOS; returns (ids without EOS, ended).
+    """Sample under the grammar until it is complete or EOS; returns (ids without EOS, ended)."""
+    return continue_generation(backend, backend.matcher(grammar), lm, seed, max_tokens)
 
-    Every step asserts that the drawn token was allowed and that the matcher accepts it."""
+
+def continue_generation(backend: GrammarBackend, matcher, lm: TinyRandomLM, seed: int,
+                        max_tokens: int = 400) -> tuple[list[int], bool]:
+    """Sample from `matcher`'s current state on. Every step asserts that the drawn token was
+    allowed and that the matcher accepts it."""
     rng = np.random.default_rng(seed)
-    matcher = backend.matcher(grammar)
     bitmask = allow_all_bitmask(1, backend.vocab_size)
     ids: list[int] = []
     last = 0

@@ -8,7 +8,8 @@ import json
 import re
 
 import pytest
-from structured_fixtures import accepts, generate, replay_allowed, tiny_lm, tokenizer_and_backend, validator
+from structured_fixtures import (accepts, continue_generation, generate, replay_allowed, tiny_lm,
+                                 tokenizer_and_backend, validator)
 
 from dgjax.structured.tool_formats import DEEPSEEK_V3, HERMES, split_hermes_custom_call
 from dgjax.structured.tool_grammar import (AnswerSpec, CustomTool, FunctionTool, ToolGrammarError,
@@ -98,38 +99,14 @@ def test_auto_mode_is_free_text_until_the_trigger_then_a_valid_call():
         matcher = backend.matcher(grammar)
         head = backend.ll_tokenizer.tokenize_str(prefix)
         assert matcher.consume_tokens(head)
-        rest, ended = _continue(backend, matcher, seed)
+        rest, ended = continue_generation(backend, matcher, tiny_lm(backend.vocab_size, seed % 4),
+                                          seed)
         assert ended
         text = tok.decode(head + rest, skip_special_tokens=False)
         content, calls = HermesToolCallFormat().parse(text, OPENAI_TOOLS)
         assert content == "Let me check the weather." and len(calls) == 1, text
         for call in calls:
             _check_function_call(call.name, json.loads(call.arguments))
-
-
-def _continue(backend, matcher, seed: int, max_tokens: int = 300) -> tuple[list[int], bool]:
-    """generate() from a matcher that has already consumed a forced prefix."""
-    import numpy as np
-
-    from structured_fixtures import unpack_mask
-
-    from dgjax.structured.backend import allow_all_bitmask
-
-    lm, rng = tiny_lm(backend.vocab_size, seed % 4), np.random.default_rng(seed)
-    bitmask, ids, last = allow_all_bitmask(1, backend.vocab_size), [], 0
-    for _ in range(max_tokens):
-        backend.fill_bitmask([(matcher, 0)], bitmask)
-        candidates = np.flatnonzero(unpack_mask(bitmask[0], backend.vocab_size))
-        token = int(candidates[np.argmax(lm.logits(last, candidates)
-                                         + rng.gumbel(size=len(candidates)))])
-        assert matcher.consume_token(token)
-        if token in backend.eos_token_ids:
-            return ids, True
-        ids.append(token)
-        last = token
-        if matcher.is_stopped():
-            return ids, True
-    return ids, False
 
 
 def test_tools_with_response_format_yield_a_call_or_the_json_answer():

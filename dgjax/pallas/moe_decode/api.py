@@ -1,0 +1,62 @@
+"""The routed-experts entry point for decode steps (1-16 tokens); picks the Pallas kernel or the reference.
+
+Dispatch (decided at trace time):
+- impl "ref": ref.py everywhere.
+- impl "auto" (default): the kernel (kernel.py) on a GPU where `kernel.supports` accepts the token count,
+  activation and weight formats; ref.py otherwise (CPU, T > 16, formats the kernel does not read yet).
+- impl "kernel": the kernel on any platform (through the Pallas interpreter off GPU); with a logged
+  warning, the reference where the kernel does not support the case.
+`impl=None` reads DGJAX_MOE_KERNEL (auto | ref | kernel, default auto), so one process can trace both paths
+by setting the variable before each `jit`. Weights are expert-stacked arrays ([E, embed, ffw] gate/up,
+[E, ffw, embed] down) or quantized nodes standing for them (`dgjax.quant`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import jax
+
+from dgjax.pallas.moe_decode import kernel, ref
+
+IMPLS = ("auto", "ref", "kernel")
+ENV_VAR = "DGJAX_MOE_KERNEL"
+MAX_TOKENS = kernel.MAX_TOKENS
+log = logging.getLogger(__name__)
+
+
+def resolve_impl(impl: str | None = None) -> str:
+    """The requested implementation: the argument, else $DGJAX_MOE_KERNEL, else "auto"."""
+    chosen = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower()
+    if chosen not in IMPLS:
+        raise ValueError(f"moe decode impl must be one of {IMPLS}, got {chosen!r} (from {ENV_VAR} or impl=)")
+    return chosen
+
+
+def use_kernel(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str, impl: str | None = None) -> bool:
+    """Whether `moe_decode` with these arguments runs the kernel (else the reference)."""
+    chosen = resolve_impl(impl)
+    if chosen == "ref":
+        return False
+    supported = kernel.supports(tokens, gate, up, down, hidden_act)
+    if chosen == "kernel" and not supported:
+        log.warning("MoE decode kernel does not support %d tokens, %r, weights %s: using the reference",
+                    tokens, hidden_act, [type(w).__name__ for w in (gate, up, down)])
+    return supported and (chosen == "kernel" or jax.default_backend() == "gpu")
+
+
+def moe_decode(
+    x: jax.Array, expert_ids: jax.Array, weights: jax.Array, gate: Any, up: Any, down: Any,
+    hidden_act: str = "silu", impl: str | None = None, config: kernel.Config | None = None,
+) -> jax.Array:
+    """sum_j weights[t, j] * down(act(gate(x_t)) * up(x_t)) over expert expert_ids[t, j] -> [T, embed].
+
+    x [T, embed]; expert_ids int32 [T, top_k] (valid expert indices); weights [T, top_k]. `config` sets the
+    kernel's launch knobs (default: `kernel.default_config`).
+    """
+    if use_kernel(x.shape[0], gate, up, down, hidden_act, impl):
+        return kernel.moe_decode(x, expert_ids, weights, gate, up, down, hidden_act=hidden_act, config=config,
+                                 interpret=jax.default_backend() != "gpu")
+    return ref.moe_decode(x, expert_ids, weights, gate, up, down, hidden_act)

@@ -1,0 +1,302 @@
+"""Routed experts for 1-16 decode tokens as two Pallas kernels (Triton lowering) that read only the routed experts.
+
+Why this shape:
+- Decode is memory-bound and a step touches top_k of E experts per token: the work is streaming those
+  experts' weights once at the HBM read ceiling. `lax.ragged_dot` streams all E experts; gathering them
+  first copies each routed expert (read + write + read).
+- Slots and dedupe, with no preprocessing launch: slot a is assignment a = t * top_k + j of the flattened
+  routing (fixed T * top_k slots, static shapes). Each program loads the whole (tiny) id list and finds the
+  first slot holding its expert; only that slot is live and computes the expert for all tokens at once
+  (rows of tokens that did not pick the expert get routing weight 0). Every other slot of the same expert
+  runs a zero-trip K loop and writes zeros: it reads no weight. So an expert picked by several tokens is
+  read once per step, and the dedupe costs a few vector ops per program instead of sort/unique launches.
+- Stage 1 (`_gate_up_kernel`), grid (slot, ffw block, K split): gate and up tiles of the slot's expert are
+  loaded side by side in one K loop, x rows padded to 16 by masked loads (Triton's `dot` needs every dim
+  >= 16; the padding costs tensor-core time only). With one K split the program applies silu(gate) * up
+  and writes h [slot, T, ffw] in x's dtype; with several splits (batch 1 has only top_k live slots, too
+  few column blocks to fill 132 SMs) it writes float32 partial sums and a small jnp fusion finishes h.
+- Stage 2 (`_down_kernel`), grid (slot, embed block, K split): h of the slot times the down weight, scaled
+  per row by the routing weight of that (token, expert) pair, written as float32 partials
+  [split, slot, T, embed]; a jnp sum over splits and slots gives each token's output.
+- Weight formats (tiles.py): plain bf16/f16/f32 arrays, FP8 blocks, NVFP4, MXFP4, int4/int8 groups, each
+  decoded tile by tile in registers; the whole weight is never dequantized.
+- Stores write only the T real rows (masked stores through index arrays), so batch 1 writes 1/16 of a
+  padded tile.
+Numerics: float32 accumulation; h rounded to x's dtype between the stages, as ref.py does.
+Why the Triton lowering (not Mosaic GPU): the work is 16-row GEMV tiles behind a data-dependent expert
+index, masked gathers and masked stores of T rows, which Pallas-Triton expresses directly and which the
+paged decode kernel already runs on the H200; at M = 16 there is no warpgroup MMA or TMA pipeline to win.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from dgjax.pallas.moe_decode import tiles
+from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
+
+MIN_DOT_ROWS = tiles.MIN_DOT  # Triton's dot needs every dimension >= 16
+MAX_TOKENS = MIN_DOT_ROWS  # one padded row tile holds every token
+ACTIVATIONS = ("silu", "swish")
+BLOCK_N_DEFAULTS = (64, 32, 16)  # 64 bf16 columns: 128-byte rows of an input-major tile
+BLOCK_K_DEFAULTS = (128, 64, 32, 16)
+MAX_SPLITS = 8
+PROGRAMS_PER_SM = 2
+H200_SMS = 132  # used when the device does not report its multiprocessor count
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """Tile and launch knobs of one stage: output columns and K rows per step, K splits, Triton params."""
+
+    block_n: int
+    block_k: int
+    splits: int = 1
+    num_warps: int = 4
+    num_stages: int = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    gate_up: Launch
+    down: Launch
+
+
+def supports(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str) -> bool:
+    """Whether the kernel handles this token count, activation and these weights (else use the reference)."""
+    ops = [describe(w) for w in (gate, up, down)]
+    if tokens > MAX_TOKENS or hidden_act not in ACTIVATIONS or any(o is None for o in ops):
+        return False
+    g, u, d = ops
+    if g != u or (d.experts, d.k, d.n) != (g.experts, g.n, g.k):
+        return False
+    tiles_exist = lambda o: (any(valid_block_n(o, b) for b in BLOCK_N_DEFAULTS)  # noqa: E731
+                             and any(valid_block_k(o, b) for b in BLOCK_K_DEFAULTS))
+    return tiles_exist(g) and tiles_exist(d)
+
+
+def target_programs() -> int:
+    """Programs worth launching: a couple per SM of the default device (H200's 132 SMs if unknown)."""
+    sms = getattr(jax.devices()[0], "core_count", None) if jax.default_backend() == "gpu" else None
+    return PROGRAMS_PER_SM * (sms or H200_SMS)
+
+
+def expected_live_slots(num_experts: int, top_k: int, tokens: int) -> float:
+    """Distinct experts that `tokens` uniformly routed tokens touch on average (sizes the grid)."""
+    return min(tokens * top_k, num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens))
+
+
+def default_launch(op: Operand, live_slots: float, programs: int | None = None) -> Launch:
+    """Widest column block, 128-row K steps, and K splits until about `programs` programs are busy."""
+    programs = programs or target_programs()
+    bn = next(b for b in BLOCK_N_DEFAULTS if valid_block_n(op, b))
+    bk = next(b for b in BLOCK_K_DEFAULTS if valid_block_k(op, b))
+    splits = 1
+    while (live_slots * (op.n // bn) * splits < programs and splits < MAX_SPLITS
+           and op.k % (2 * splits * bk) == 0):
+        splits *= 2
+    return Launch(bn, bk, splits)
+
+
+def default_config(gate: Any, down: Any, tokens: int, top_k: int) -> Config:
+    g, d = describe(gate), describe(down)
+    live = expected_live_slots(g.experts, top_k, tokens)
+    return Config(default_launch(g, live), default_launch(d, live))
+
+
+def check_launch(op: Operand, launch: Launch) -> None:
+    """Blocks are powers of two that tile the weight and sit on its scale grid (tiles.valid_block_k)."""
+    fits = op.k % (launch.splits * launch.block_k) == 0
+    if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits):
+        raise ValueError(f"{launch} does not tile a [{op.k}, {op.n}] {op.fmt} expert weight "
+                         f"(scale block {op.scale_block})")
+
+
+# ---------------------------------------------------------------- in-kernel helpers
+
+
+def _slot_expert(ids_ref, slot, num_slots: int):
+    """(expert of this slot, whether this slot is the first to hold that expert)."""
+    width = pl.next_power_of_2(num_slots)
+    pos = lax.broadcasted_iota(jnp.int32, (width,), 0)
+    ids = plgpu.load(ids_ref.at[jnp.minimum(pos, num_slots - 1)], mask=pos < num_slots, other=-1)
+    expert = ids_ref[slot]
+    first = jnp.min(jnp.where(ids == expert, pos, width))
+    return expert, first == slot
+
+
+def _row_weights(ids_ref, wts_ref, expert, tokens: int, top_k: int):
+    """float32 [16]: each token row's routing weight for `expert` (0 where the token did not pick it)."""
+    width = pl.next_power_of_2(top_k)
+    r = lax.broadcasted_iota(jnp.int32, (MIN_DOT_ROWS, width), 0)
+    j = lax.broadcasted_iota(jnp.int32, (MIN_DOT_ROWS, width), 1)
+    ok = (r < tokens) & (j < top_k)
+    flat = jnp.where(ok, r * top_k + j, 0)
+    ids = plgpu.load(ids_ref.at[flat], mask=ok, other=-1)
+    wts = plgpu.load(wts_ref.at[flat], mask=ok, other=0.0)
+    return jnp.sum(jnp.where(ids == expert, wts, 0.0), axis=1)
+
+
+def _store_rows(o_ref, value, tokens: int):
+    """Store the first `tokens` rows of a [16, cols] value into a [tokens, cols] block.
+
+    Padding rows are masked, not clamped onto the last real row as loads do: the interpreter applies a
+    masked store as read-select-write, and a clamped padding row would write the old value back.
+    """
+    r = lax.broadcasted_iota(jnp.int32, (MIN_DOT_ROWS, 1), 0)
+    c = lax.broadcasted_iota(jnp.int32, (1, value.shape[1]), 1)
+    plgpu.store(o_ref.at[r, c], value, mask=jnp.broadcast_to(r < tokens, value.shape))
+
+
+def _trips(live, k_steps: int):
+    """K steps of a live slot, 0 for a duplicate. Typed constants: the Triton lowering of a select between
+    two weak-typed Python ints gives them the predicate's type (i1), which `scf.for` rejects."""
+    return jnp.where(live, jnp.int32(k_steps), jnp.int32(0))
+
+
+def _act(g, u):
+    return g * lax.logistic(g) * u  # silu(g) * u
+
+
+def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: int, launch: Launch,
+                    k_steps: int, fused: bool):
+    n_w = op.num_arrays
+    g_refs, u_refs, out_refs = refs[:n_w], refs[n_w: 2 * n_w], refs[2 * n_w:]
+    a, j, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
+    bk, bn = launch.block_k, launch.block_n
+    expert, live = _slot_expert(ids_ref, a, num_slots)
+    n0 = j * bn
+    base = s * (k_steps * bk)
+
+    def body(i, carry):
+        acc_g, acc_u = carry
+        k0 = base + i * bk
+        xs = tiles.x_tiles(x_ref, tokens, k0, bk, op)
+        acc_g = acc_g + tiles.tile_dot(xs, g_refs, op, expert, k0, n0, bk, bn)
+        acc_u = acc_u + tiles.tile_dot(xs, u_refs, op, expert, k0, n0, bk, bn)
+        return acc_g, acc_u
+
+    zeros = jnp.zeros((MIN_DOT_ROWS, bn), jnp.float32)
+    acc_g, acc_u = lax.fori_loop(0, _trips(live, k_steps), body, (zeros, zeros))
+    if fused:
+        (h_ref,) = out_refs
+        _store_rows(h_ref, _act(acc_g, acc_u).astype(h_ref.dtype), tokens)
+    else:
+        g_out, u_out = out_refs
+        _store_rows(g_out, acc_g, tokens)
+        _store_rows(u_out, acc_u, tokens)
+
+
+def _down_kernel(ids_ref, wts_ref, h_ref, *refs, op: Operand, tokens: int, top_k: int, num_slots: int,
+                 launch: Launch, k_steps: int):
+    w_refs, o_ref = refs[:-1], refs[-1]
+    a, j, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
+    bk, bn = launch.block_k, launch.block_n
+    expert, live = _slot_expert(ids_ref, a, num_slots)
+    n0 = j * bn
+    base = s * (k_steps * bk)
+
+    def body(i, acc):
+        k0 = base + i * bk
+        return acc + tiles.tile_dot(tiles.x_tiles(h_ref, tokens, k0, bk, op), w_refs, op, expert, k0, n0, bk, bn)
+
+    acc = lax.fori_loop(0, _trips(live, k_steps), body, jnp.zeros((MIN_DOT_ROWS, bn), jnp.float32))
+    rw = _row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]
+    # where, not a plain product: a token that did not pick this expert must add exactly 0, even if its
+    # row overflowed.
+    _store_rows(o_ref, jnp.where(rw != 0.0, acc * rw, 0.0), tokens)
+
+
+# ---------------------------------------------------------------- launches
+
+
+def _whole(shape):
+    return pl.BlockSpec(shape, lambda *_: (0,) * len(shape))
+
+
+def _params(launch: Launch):
+    return plgpu.CompilerParams(num_warps=launch.num_warps, num_stages=launch.num_stages)
+
+
+def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool) -> jax.Array:
+    """h [slots, T, ffw] in x's dtype: act(x . gate) * (x . up) of each live slot's expert (zeros elsewhere)."""
+    (op, g_arrays), (_, u_arrays) = operand(gate), operand(up)
+    check_launch(op, launch)
+    t, a = x.shape[0], ids_flat.shape[0]
+    bn, bk, splits = launch.block_n, launch.block_k, launch.splits
+    k_steps = op.k // (splits * bk)
+    fused = splits == 1
+    if fused:
+        out_shape = [jax.ShapeDtypeStruct((a, t, op.n), x.dtype)]
+        out_specs = [pl.BlockSpec((None, t, bn), lambda i, j, s: (i, 0, j))]
+    else:
+        part = jax.ShapeDtypeStruct((splits, a, t, op.n), jnp.float32)
+        out_shape = [part, part]
+        out_specs = [pl.BlockSpec((None, None, t, bn), lambda i, j, s: (s, i, 0, j))] * 2
+    kernel = functools.partial(_gate_up_kernel, op=op, tokens=t, num_slots=a, launch=launch,
+                               k_steps=k_steps, fused=fused)
+    outs = pl.pallas_call(
+        kernel,
+        grid=(a, op.n // bn, splits),
+        in_specs=[_whole(ids_flat.shape), _whole(x.shape)] + [_whole(w.shape) for w in g_arrays + u_arrays],
+        out_specs=out_specs,
+        out_shape=out_shape,
+        compiler_params=_params(launch),
+        interpret=interpret,
+        name=f"moe_gate_up_{op.fmt}_t{t}_bn{bn}_bk{bk}_s{splits}",
+    )(ids_flat, x, *g_arrays, *u_arrays)
+    if fused:
+        return outs[0]
+    return _act(outs[0].sum(0), outs[1].sum(0)).astype(x.dtype)
+
+
+def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpret: bool) -> jax.Array:
+    """float32 [splits, slots, T, embed]: each live slot's routing-weighted down projection (zeros elsewhere)."""
+    op, d_arrays = operand(down)
+    check_launch(op, launch)
+    a, t, _ = h.shape
+    bn, bk, splits = launch.block_n, launch.block_k, launch.splits
+    kernel = functools.partial(_down_kernel, op=op, tokens=t, top_k=top_k, num_slots=a, launch=launch,
+                               k_steps=op.k // (splits * bk))
+    return pl.pallas_call(
+        kernel,
+        grid=(a, op.n // bn, splits),
+        in_specs=[_whole(ids_flat.shape), _whole(wts_flat.shape),
+                  pl.BlockSpec((None, t, op.k), lambda i, j, s: (i, 0, 0))] + [_whole(w.shape) for w in d_arrays],
+        out_specs=pl.BlockSpec((None, None, t, bn), lambda i, j, s: (s, i, 0, j)),
+        out_shape=jax.ShapeDtypeStruct((splits, a, t, op.n), jnp.float32),
+        compiler_params=_params(launch),
+        interpret=interpret,
+        name=f"moe_down_{op.fmt}_t{t}_bn{bn}_bk{bk}_s{splits}",
+    )(ids_flat, wts_flat, h, *d_arrays)
+
+
+@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret"))
+def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu",
+                    config: Config | None = None, interpret: bool = False) -> jax.Array:
+    """float32 [splits, T * top_k, T, embed]: the down stage's output before the final sum (see module doc)."""
+    t, k = expert_ids.shape
+    if not supports(t, gate, up, down, hidden_act):
+        raise ValueError(f"the MoE decode kernel does not support T={t}, {hidden_act!r} or these weights")
+    cfg = config or default_config(gate, down, t, k)
+    ids_flat = expert_ids.reshape(t * k).astype(jnp.int32)
+    wts_flat = weights.reshape(t * k).astype(jnp.float32)
+    h = gate_up_stage(x, ids_flat, gate, up, cfg.gate_up, interpret)
+    return down_stage(h, ids_flat, wts_flat, down, k, cfg.down, interpret)
+
+
+@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret"))
+def moe_decode(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu",
+               config: Config | None = None, interpret: bool = False) -> jax.Array:
+    """ref.moe_decode's result [T, embed] in x's dtype, reading each routed expert once (see module doc)."""
+    parts = expert_partials(x, expert_ids, weights, gate, up, down, hidden_act=hidden_act, config=config,
+                            interpret=interpret)
+    return parts.sum(axis=(0, 1)).astype(x.dtype)

@@ -1,0 +1,210 @@
+"""How the MoE decode kernel reads one expert's weight tile in each format and multiplies it (inside a kernel).
+
+An expert-stacked weight stands for [E, K, N] (K contracted). Formats and the tile a K step reads:
+- "plain": bf16/f16/f32 array in dgjax's input-major layout [E, K, N]: a [BK, BN] tile, one dot.
+- "fp8" (`Fp8BlockWeight`): e4m3 [E, N, K] plus a float32 scale per (bn x bk) block: a [BN, BK] tile
+  converted to x's dtype (exact); the dot is scaled per output column by its block's scale, so a K step
+  stays inside one scale block.
+- "nvfp4", "mxfp4", "int4" (packed nibbles [E, N, K/2], element 2i in the low nibble of byte i): a
+  [BN, BK/2] byte tile; low and high nibbles are decoded separately and multiplied with the even and odd
+  columns of x (two dots), so the nibbles never need re-interleaving. Their per-group scales (16 / 32 /
+  group_size inputs) vary along K inside a tile: a compact [BN, BK/group] scale tile is loaded, broadcast
+  over its groups and applied to the decoded weights before the dot (NVFP4's per-expert global scale
+  multiplies the result).
+- "int8" (`IntWeight` bits=8): int8 [E, N, K] with group scales: a [BN, BK] tile, scaled, one dot.
+Quantized tiles are loaded unmasked (every dim is a multiple of the blocks; Triton cannot splat a fill
+value into e4m3), decoded to float32, scaled, rounded to x's dtype for the tensor-core dot. The whole
+weight is never dequantized.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, is_quantized
+
+MIN_DOT = 16  # Triton's dot needs every dimension >= 16
+PLAIN_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16), jnp.dtype(jnp.float32))
+PACKED = ("nvfp4", "mxfp4", "int4")
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    """Static description of one expert-stacked weight standing for [E, k, n]."""
+
+    fmt: str  # plain | fp8 | nvfp4 | mxfp4 | int4 | int8
+    experts: int
+    k: int
+    n: int
+    num_arrays: int = 1
+    scale_block: tuple[int, int] = (0, 0)  # fp8: (rows of n, columns of k) one scale covers
+    scale_grid: tuple[int, int] = (0, 0)  # fp8: (nb, kb)
+    group: int = 0  # packed / int8: inputs per scale
+    has_zero: bool = False  # int: asymmetric (zero points)
+
+    @property
+    def packed(self) -> bool:
+        return self.fmt in PACKED
+
+
+def describe(w: Any) -> Operand | None:
+    """The kernel's static view of a weight, or None for a layout it does not handle (shapes only)."""
+    if is_quantized(w):
+        if w.expert_dims != 1 or w.in_dims != 1 or len(w.shape) != 3:
+            return None
+        e, k, n = w.shape
+        if isinstance(w, Fp8BlockWeight):
+            return Operand("fp8", e, k, n, 2, tuple(w.block), tuple(w.scale.shape[1:]))
+        if isinstance(w, Nvfp4Weight):
+            return Operand("nvfp4", e, k, n, 3, group=16)
+        if isinstance(w, Mxfp4Weight):
+            return Operand("mxfp4", e, k, n, 2, group=32)
+        if isinstance(w, IntWeight) and w.bits in (4, 8):
+            zero = w.zero_point is not None
+            return Operand("int4" if w.bits == 4 else "int8", e, k, n, 2 + zero, group=w.group_size, has_zero=zero)
+        return None
+    if not hasattr(w, "dtype") or len(getattr(w, "shape", ())) != 3 or jnp.dtype(w.dtype) not in PLAIN_DTYPES:
+        return None
+    e, k, n = w.shape
+    return Operand("plain", e, k, n)
+
+
+def operand(w: Any) -> tuple[Operand, tuple[jax.Array, ...]]:
+    """The description and the arrays the kernel reads (scales flattened: kernels index them by row)."""
+    op = describe(w)
+    if op is None:
+        raise ValueError(f"the MoE decode kernel cannot read a {type(w).__name__} weight of shape {w.shape}")
+    if op.fmt == "plain":
+        return op, (w,)
+    if op.fmt == "fp8":
+        return op, (w.weight, w.scale.astype(jnp.float32).reshape(-1))
+    if op.fmt == "nvfp4":
+        return op, (w.packed, w.block_scale.reshape(-1), w.global_scale.astype(jnp.float32).reshape(op.experts))
+    if op.fmt == "mxfp4":
+        return op, (w.packed, w.scale.reshape(-1))
+    zero = (w.zero_point.reshape(-1),) if op.has_zero else ()
+    return op, (w.values, w.scale.reshape(-1)) + zero
+
+
+def _pow2(b: int) -> bool:
+    return b > 0 and b & (b - 1) == 0  # Triton tiles are powers of two
+
+
+def valid_block_n(op: Operand, bn: int) -> bool:
+    return _pow2(bn) and bn >= MIN_DOT and op.n % bn == 0
+
+
+def valid_block_k(op: Operand, bk: int) -> bool:
+    """A K step divides K, feeds dots of >= 16 columns, and sits on the format's scale grid."""
+    if not (_pow2(bk) and op.k % bk == 0 and bk >= (2 * MIN_DOT if op.packed else MIN_DOT)):
+        return False
+    if op.fmt == "fp8":
+        return op.scale_block[1] % bk == 0
+    if op.group:
+        return _pow2(op.group) and (bk % op.group == 0 or op.group % bk == 0)
+    return True
+
+
+# ---------------------------------------------------------------- inside the kernel
+
+
+def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand) -> tuple:
+    """x rows (padded to 16 by masked loads) for inputs k0:k0+bk: one [16, bk] tile, or for packed
+    weights the even and odd columns as two [16, bk/2] tiles."""
+    cols = bk // 2 if op.packed else bk
+    r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
+    c = lax.broadcasted_iota(jnp.int32, (1, cols), 1)
+    ok = jnp.broadcast_to(r < tokens, (MIN_DOT, cols))
+    r = jnp.minimum(r, tokens - 1)  # padding rows read the last real row, masked off
+    if not op.packed:
+        return (plgpu.load(x_ref.at[r, k0 + c], mask=ok, other=0),)
+    even = plgpu.load(x_ref.at[r, k0 + 2 * c], mask=ok, other=0)
+    odd = plgpu.load(x_ref.at[r, k0 + 2 * c + 1], mask=ok, other=0)
+    return even, odd
+
+
+def _e2m1(codes):
+    """int32 e2m1 codes (0..15) -> float32: 4 * |value| is 2m for magnitude codes m < 2, else (2 + m&1) << (m>>1)."""
+    m = codes & 7
+    quarters = jnp.where(m < 2, 2 * m, (2 + (m & 1)) << (m >> 1))
+    value = quarters.astype(jnp.float32) * 0.25
+    return jnp.where(codes >= 8, -value, value)
+
+
+def _e8m0(e):
+    """uint8 biased exponents -> float32 2**(e - 127) from its bit pattern (255: NaN)."""
+    e = e.astype(jnp.int32)
+    bits = jnp.where(e == 0, jnp.int32(0x00400000), e << 23)
+    bits = jnp.where(e == 255, jnp.int32(0x7FC00000), bits)
+    return lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def _group_scales(s_ref, op: Operand, expert, n0, k0, bn: int, bk: int, cols: int):
+    """float32 [bn, cols]: the scale of each weight element of the tile (cols = bk, or bk/2 when packed)."""
+    groups = op.k // op.group
+    per_step = max(1, bk // op.group)
+    rows = n0 + lax.broadcasted_iota(jnp.int32, (bn, per_step), 0)
+    first = lax.div(k0, op.group) + lax.broadcasted_iota(jnp.int32, (bn, per_step), 1)
+    raw = plgpu.load(s_ref.at[(expert * op.n + rows) * groups + first])
+    scale = _e8m0(raw) if op.fmt == "mxfp4" else raw.astype(jnp.float32)
+    if per_step == 1:
+        return jnp.broadcast_to(scale, (bn, cols))
+    spread = jnp.broadcast_to(scale[:, :, None], (bn, per_step, cols // per_step))
+    return spread.reshape(bn, cols)
+
+
+def _zero_points(z_ref, op: Operand, expert, n0, k0, bn: int, bk: int, cols: int):
+    """int32 [bn, cols] zero point of each weight element of the tile."""
+    groups = op.k // op.group
+    per_step = max(1, bk // op.group)
+    rows = n0 + lax.broadcasted_iota(jnp.int32, (bn, per_step), 0)
+    first = lax.div(k0, op.group) + lax.broadcasted_iota(jnp.int32, (bn, per_step), 1)
+    z = plgpu.load(z_ref.at[(expert * op.n + rows) * groups + first]).astype(jnp.int32)
+    if per_step == 1:
+        return jnp.broadcast_to(z, (bn, cols))
+    return jnp.broadcast_to(z[:, :, None], (bn, per_step, cols // per_step)).reshape(bn, cols)
+
+
+def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
+    """x tiles . (the expert's weight rows k0:k0+bk, columns n0:n0+bn) -> float32 [16, bn]."""
+    dtype = xs[0].dtype
+    if op.fmt == "plain":
+        (w_ref,) = refs
+        return plgpu.dot(xs[0], w_ref[expert, pl.ds(k0, bk), pl.ds(n0, bn)].astype(dtype))
+    if op.fmt == "fp8":
+        w_ref, s_ref = refs
+        w = w_ref[expert, pl.ds(n0, bn), pl.ds(k0, bk)].astype(dtype)  # unmasked: no e4m3 fill value
+        (sb_n, sb_k), (nb, kb) = op.scale_block, op.scale_grid
+        cols = n0 + lax.broadcasted_iota(jnp.int32, (bn,), 0)
+        scale = plgpu.load(s_ref.at[(expert * nb + lax.div(cols, sb_n)) * kb + lax.div(k0, sb_k)])
+        return plgpu.dot(xs[0], w, trans_b=True) * scale[None, :]
+    if op.fmt == "int8":
+        w_ref, s_ref, *z = refs
+        q = w_ref[expert, pl.ds(n0, bn), pl.ds(k0, bk)].astype(jnp.int32)
+        if op.has_zero:
+            q = q - _zero_points(z[0], op, expert, n0, k0, bn, bk, bk)
+        w = q.astype(jnp.float32) * _group_scales(s_ref, op, expert, n0, k0, bn, bk, bk)
+        return plgpu.dot(xs[0], w.astype(dtype), trans_b=True)
+    half = bk // 2
+    w_ref, s_ref, *extra = refs
+    packed = w_ref[expert, pl.ds(n0, bn), pl.ds(lax.div(k0, 2), half)].astype(jnp.int32)
+    nibbles = (packed & 15, packed >> 4)  # inputs k0 + 2c and k0 + 2c + 1
+    scale = _group_scales(s_ref, op, expert, n0, k0, bn, bk, half)
+    if op.fmt == "int4":
+        zero = _zero_points(extra[0], op, expert, n0, k0, bn, bk, half) if op.has_zero else 0
+        values = [(q - 8 - zero).astype(jnp.float32) for q in nibbles]
+    else:
+        values = [_e2m1(q) for q in nibbles]
+    (x_even, x_odd), (v_even, v_odd) = xs, values
+    out = (plgpu.dot(x_even, (v_even * scale).astype(dtype), trans_b=True)
+           + plgpu.dot(x_odd, (v_odd * scale).astype(dtype), trans_b=True))
+    if op.fmt == "nvfp4":
+        out = out * extra[0][expert]
+    return out

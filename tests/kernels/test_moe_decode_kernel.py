@@ -1,0 +1,295 @@
+"""The MoE decode kernel (interpreted on CPU) against ref.py, ref.py against a numpy loop, and the api's dispatch.
+
+Experts no token picked hold NaN weights (and NaN fp8 scales): a kernel that reads any of them returns NaN.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dgjax.pallas.moe_decode import api, kernel, ref
+from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, fp8_block, int_group, mxfp4, nvfp4
+
+E, H, F = 8, 64, 32
+FP8_BLOCK = (16, 32)  # several scale blocks per tiny expert: a column block straddles two of them
+
+
+def _np_moe(x, ids, weights, gate, up, down):
+    """float64 loop over tokens and their experts, dense [E, in, out] weights."""
+    silu = lambda v: v / (1.0 + np.exp(-v))  # noqa: E731
+    x = np.asarray(x, np.float64)
+    out = np.zeros_like(x)
+    for t in range(x.shape[0]):
+        for j, e in enumerate(ids[t]):
+            h = silu(x[t] @ gate[e]) * (x[t] @ up[e])
+            out[t] += weights[t, j] * (h @ down[e])
+    return out
+
+
+def _dense(rng, poisoned=()):
+    w = lambda *s: (0.15 * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
+    gate, up, down = w(E, H, F), w(E, H, F), w(E, F, H)
+    for a in (gate, up, down):
+        a[list(poisoned)] = np.nan
+    return gate, up, down
+
+
+def _fp8(w: np.ndarray, block=FP8_BLOCK) -> Fp8BlockWeight:
+    """Dense [E, in, out] -> an fp8 node over its [E, out, in] rows (NaN experts get NaN values and scales)."""
+    values, scale = fp8_block.quantize_np(np.swapaxes(w, 1, 2), block)
+    return Fp8BlockWeight(weight=jnp.asarray(values), scale=jnp.asarray(scale), shape=w.shape, in_dims=1,
+                          expert_dims=1, block=block)
+
+
+def _fp8_dense(node: Fp8BlockWeight) -> np.ndarray:
+    rows = fp8_block.dequantize_np(np.asarray(node.weight), np.asarray(node.scale), node.block)
+    return np.swapaxes(rows, 1, 2)
+
+
+INT4_GROUP, INT8_GROUP = 16, 32  # int4: two scale groups per 32-input K step
+
+
+def _node(fmt: str, w: np.ndarray):
+    """Dense [E, in, out] float32 -> a quantized node in `fmt` over its [E, out, in] rows (numpy encoders)."""
+    rows = np.swapaxes(w, 1, 2)
+    geo = dict(shape=w.shape, in_dims=1, expert_dims=1)
+    if fmt == "fp8":
+        return _fp8(w)
+    if fmt == "nvfp4":
+        packed, block_scale, global_scale = nvfp4.quantize_np(rows)
+        return Nvfp4Weight(packed=jnp.asarray(packed), block_scale=jnp.asarray(block_scale),
+                           global_scale=jnp.asarray(global_scale), **geo)
+    if fmt == "mxfp4":
+        packed, scale = mxfp4.quantize_np(rows)
+        return Mxfp4Weight(packed=jnp.asarray(packed), scale=jnp.asarray(scale), **geo)
+    bits, group, symmetric = (4, INT4_GROUP, False) if fmt == "int4" else (8, INT8_GROUP, True)
+    q, scale, zero = int_group.quantize_np(rows, bits, group, symmetric)
+    return IntWeight(values=jnp.asarray(int_group.values_from_q_np(q, bits)), scale=jnp.asarray(scale),
+                     zero_point=None if zero is None else jnp.asarray(zero), bits=bits, group_size=group, **geo)
+
+
+def _poison(node, experts):
+    """The node with NaN (or the format's NaN code) in the scales of `experts`: reading them shows."""
+    if isinstance(node, Nvfp4Weight):
+        return node.replace(global_scale=node.global_scale.at[experts].set(jnp.nan))
+    if isinstance(node, Mxfp4Weight):
+        return node.replace(scale=node.scale.at[experts].set(255))
+    return node.replace(scale=node.scale.at[experts].set(jnp.nan))
+
+
+def _routing(rng, tokens, top_k, experts=range(E)):
+    experts = np.asarray(list(experts))
+    ids = np.stack([rng.choice(experts, top_k, replace=False) for _ in range(tokens)]).astype(np.int32)
+    weights = rng.uniform(0.1, 1.0, (tokens, top_k)).astype(np.float32)
+    return ids, weights
+
+
+def _check(got, want, dtype):
+    got = np.asarray(jnp.asarray(got, jnp.float32))
+    want = np.asarray(jnp.asarray(want, jnp.float32))
+    assert np.isfinite(got).all(), "a NaN weight of an unrouted expert (or an unwritten output) was read"
+    if dtype == jnp.float32:
+        np.testing.assert_allclose(got, want, atol=2e-5 * max(1.0, np.abs(want).max()), rtol=0)
+    else:
+        np.testing.assert_allclose(got, want, rtol=2e-2, atol=1e-2 * np.abs(want).max())
+
+
+# ---------------------------------------------------------------- ref.py against numpy
+
+
+@pytest.mark.parametrize("fmt", ["plain", "fp8", "nvfp4", "int4"])
+def test_reference_matches_a_numpy_loop(fmt):
+    rng = np.random.default_rng(1)
+    gate, up, down = _dense(rng)
+    ids, weights = _routing(rng, 5, 3)
+    ids[3] = ids[1]  # two tokens on the same experts
+    x = rng.standard_normal((5, H)).astype(np.float32)
+    if fmt == "plain":
+        nodes, dense = (gate, up, down), (gate, up, down)
+    elif fmt == "fp8":
+        nodes = tuple(_fp8(w) for w in (gate, up, down))
+        dense = tuple(_fp8_dense(n) for n in nodes)
+    elif fmt == "nvfp4":
+        packed = [nvfp4.quantize_np(np.swapaxes(w, 1, 2)) for w in (gate, up, down)]
+        nodes = tuple(_node(fmt, w) for w in (gate, up, down))
+        dense = tuple(np.swapaxes(nvfp4.dequantize_np(*p), 1, 2) for p in packed)
+    else:
+        nodes = tuple(_node(fmt, w) for w in (gate, up, down))
+        quantized = [int_group.quantize_np(np.swapaxes(w, 1, 2), 4, INT4_GROUP, False) for w in (gate, up, down)]
+        dense = tuple(np.swapaxes(int_group.dequantize_np(q, s, z, INT4_GROUP), 1, 2) for q, s, z in quantized)
+    got = ref.moe_decode(jnp.asarray(x), jnp.asarray(ids), jnp.asarray(weights), *nodes)
+    np.testing.assert_allclose(np.asarray(got), _np_moe(x, ids, weights, *dense), atol=2e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- kernel against ref.py
+
+L = kernel.Launch
+CASES = [
+    # tokens, top_k, dtype, weight format, config (None: the default choice)
+    (1, 2, jnp.float32, "plain", None),
+    (3, 2, jnp.float32, "plain", kernel.Config(L(16, 16, 2), L(16, 16, 2))),  # split K in both stages
+    (5, 3, jnp.bfloat16, "plain", kernel.Config(L(32, 64), L(64, 32))),
+    (16, 2, jnp.float32, "plain", kernel.Config(L(32, 32), L(32, 32))),  # the most tokens one tile holds
+    (2, 4, jnp.bfloat16, "fp8", None),
+    (6, 2, jnp.bfloat16, "fp8", kernel.Config(L(32, 16, 2), L(16, 32))),  # 2 scale blocks per column block
+    (3, 2, jnp.bfloat16, "nvfp4", None),
+    (2, 3, jnp.float32, "mxfp4", kernel.Config(L(16, 32, 2), L(32, 32))),
+    (4, 2, jnp.bfloat16, "int4", None),  # asymmetric: zero points
+    (2, 2, jnp.float32, "int8", kernel.Config(L(32, 64), L(64, 32))),
+]
+
+
+@pytest.mark.parametrize("tokens,top_k,dtype,fmt,config", CASES)
+def test_kernel_matches_reference_reading_only_routed_experts(tokens, top_k, dtype, fmt, config):
+    rng = np.random.default_rng(tokens * 10 + top_k)
+    unrouted = (0, 5)
+    gate, up, down = _dense(rng, poisoned=unrouted)
+    ids, weights = _routing(rng, tokens, top_k, [e for e in range(E) if e not in unrouted])
+    if tokens > 2:
+        ids[-1] = ids[0][::-1]  # the same experts as token 0, in another order
+    x = jnp.asarray(rng.standard_normal((tokens, H)), dtype)
+    clean = _dense(np.random.default_rng(tokens * 10 + top_k))  # same draws, no NaN
+    weights_in = [jnp.asarray(w) for w in (gate, up, down)]
+    clean_in = [jnp.asarray(w) for w in clean]
+    if fmt == "fp8":
+        weights_in = [_fp8(w) for w in (gate, up, down)]
+        clean_in = [_fp8(w) for w in clean]
+    elif fmt != "plain":
+        clean_in = [_node(fmt, w) for w in clean]
+        weights_in = [_poison(n, np.asarray(unrouted)) for n in clean_in]
+    elif dtype == jnp.bfloat16:
+        weights_in = [w.astype(dtype) for w in weights_in]
+        clean_in = [w.astype(dtype) for w in clean_in]
+    args = (x, jnp.asarray(ids), jnp.asarray(weights))
+    got = kernel.moe_decode(*args, *weights_in, config=config, interpret=True)
+    _check(got, ref.moe_decode(*args, *clean_in), dtype)
+
+
+def test_all_tokens_on_the_same_experts_are_computed_once_per_expert():
+    rng = np.random.default_rng(7)
+    gate, up, down = (jnp.asarray(w) for w in _dense(rng))
+    tokens, top_k = 4, 3
+    ids = np.tile(np.array([[6, 2, 4]], np.int32), (tokens, 1))
+    ids[1] = [2, 4, 6]
+    ids[3] = [4, 6, 2]
+    weights = rng.uniform(0.1, 1.0, (tokens, top_k)).astype(np.float32)
+    x = jnp.asarray(rng.standard_normal((tokens, H)), jnp.float32)
+    args = (x, jnp.asarray(ids), jnp.asarray(weights), gate, up, down)
+    config = kernel.Config(L(32, 32), L(32, 16, 2))
+    parts = np.asarray(kernel.expert_partials(*args, config=config, interpret=True))
+    assert parts.shape == (2, tokens * top_k, tokens, H)
+    per_slot = np.abs(parts).sum(axis=(0, 2, 3))
+    first = {int(e): a for a, e in reversed(list(enumerate(ids.reshape(-1))))}
+    live = sorted(first.values())
+    assert live == [0, 1, 2]  # token 0's slots hold the three experts; every later slot is a duplicate
+    assert (per_slot[live] > 0).all() and (per_slot[3:] == 0).all()
+    _check(parts.sum(axis=(0, 1)), ref.moe_decode(*args), jnp.float32)
+
+
+# ---------------------------------------------------------------- launch choices and dispatch
+
+
+def test_default_launch_fills_the_gpu_at_batch_one_within_the_weight():
+    h200 = 2 * 132
+    qwen_gate = kernel.Operand("plain", 128, 2048, 768)
+    for tokens in (1, 4, 16):
+        live = kernel.expected_live_slots(128, 8, tokens)
+        launch = kernel.default_launch(qwen_gate, live, h200)
+        kernel.check_launch(qwen_gate, launch)
+        programs = live * (768 // launch.block_n) * launch.splits
+        assert programs >= h200 or launch.splits == kernel.MAX_SPLITS
+        assert programs < 4 * h200 or launch.splits == 1  # no splits beyond what fills the GPU
+    assert kernel.expected_live_slots(128, 8, 1) == 8
+    assert 8 < kernel.expected_live_slots(128, 8, 16) < 128
+
+
+def test_bad_launch_knobs_are_rejected():
+    op = kernel.Operand("fp8", 8, 64, 32, num_arrays=2, scale_block=FP8_BLOCK, scale_grid=(2, 2))
+    with pytest.raises(ValueError):
+        kernel.check_launch(op, L(64, 32))  # 64 columns do not tile 32
+    with pytest.raises(ValueError):
+        kernel.check_launch(op, L(32, 64))  # a K step across two fp8 scale blocks
+
+
+def _uses_kernel(fn, *args) -> bool:
+    return "pallas_call" in str(jax.make_jaxpr(fn)(*args))
+
+
+def test_dispatch_rules(monkeypatch, caplog):
+    rng = np.random.default_rng(3)
+    gate, up, down = (jnp.asarray(w) for w in _dense(rng))
+    ids, weights = _routing(rng, 2, 2)
+    x = jnp.asarray(rng.standard_normal((2, H)), jnp.float32)
+    args = (x, jnp.asarray(ids), jnp.asarray(weights))
+    call = lambda impl: lambda *a: api.moe_decode(*a, gate, up, down, "silu", impl=impl)  # noqa: E731
+    monkeypatch.delenv(api.ENV_VAR, raising=False)
+    assert _uses_kernel(call("kernel"), *args)
+    assert not _uses_kernel(call("ref"), *args)
+    assert _uses_kernel(call("auto"), *args) == (jax.default_backend() == "gpu")
+    monkeypatch.setenv(api.ENV_VAR, "kernel")
+    assert _uses_kernel(call(None), *args)
+    many = (jnp.zeros((17, H)), jnp.zeros((17, 2), jnp.int32), jnp.ones((17, 2)))
+    with caplog.at_level("WARNING", logger=api.__name__):
+        assert not _uses_kernel(call(None), *many)  # beyond one row tile: the reference, loudly
+    assert "does not support" in caplog.text
+    assert not api.use_kernel(2, gate, up, down, "gelu", "kernel")
+    monkeypatch.setenv(api.ENV_VAR, "ref")
+    assert not _uses_kernel(call(None), *args)
+    monkeypatch.setenv(api.ENV_VAR, "fast")
+    with pytest.raises(ValueError, match=api.ENV_VAR):
+        api.moe_decode(*args, gate, up, down)
+
+
+# ---------------------------------------------------------------- the GPU lowering, checked on the CPU
+
+
+def _abstract_node(fmt: str, experts: int, k: int, n: int):
+    """A weight node of shapes only ([E, k, n] dense), for lowering without data."""
+    spec = jax.ShapeDtypeStruct
+    geo = dict(shape=(experts, k, n), in_dims=1, expert_dims=1)
+    if fmt == "plain":
+        return spec((experts, k, n), jnp.bfloat16)
+    if fmt == "fp8":
+        return Fp8BlockWeight(weight=spec((experts, n, k), jnp.float8_e4m3fn),
+                              scale=spec((experts, n // 128, k // 128), jnp.float32), **geo)
+    if fmt == "nvfp4":
+        return Nvfp4Weight(packed=spec((experts, n, k // 2), jnp.uint8),
+                           block_scale=spec((experts, n, k // 16), jnp.float8_e4m3fn),
+                           global_scale=spec((experts,), jnp.float32), **geo)
+    if fmt == "mxfp4":
+        return Mxfp4Weight(packed=spec((experts, n, k // 2), jnp.uint8), scale=spec((experts, n, k // 32), jnp.uint8),
+                           **geo)
+    bits, group = (4, 128) if fmt == "int4" else (8, 64)
+    values = spec((experts, n, k // 2), jnp.uint8) if bits == 4 else spec((experts, n, k), jnp.int8)
+    zero = spec((experts, n, k // group), jnp.int8) if bits == 4 else None
+    return IntWeight(values=values, scale=spec((experts, n, k // group), jnp.bfloat16), zero_point=zero, bits=bits,
+                     group_size=group, **geo)
+
+
+@pytest.mark.parametrize("tokens,fmt", [(1, "plain"), (16, "plain"), (3, "fp8"), (1, "nvfp4"), (2, "mxfp4"),
+                                        (4, "int4"), (1, "int8")])
+def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, monkeypatch):
+    """Lower for CUDA without a GPU and verify every Triton module (catches e.g. mistyped loop bounds,
+    which otherwise only fail inside XLA's GPU compile)."""
+    from jax._src.pallas.triton import lowering as triton_lowering  # the Triton lowering pallas_call uses
+
+    lower = triton_lowering.lower_jaxpr_to_triton_module
+    verified = []
+
+    def lower_and_verify(*args, **kwargs):
+        result = lower(*args, **kwargs)
+        verified.append(result.module.operation.verify())  # raises MLIRError when invalid
+        return result
+
+    monkeypatch.setattr(triton_lowering, "lower_jaxpr_to_triton_module", lower_and_verify)
+    experts, embed, ffw, top_k = 128, 2048, 768, 8
+    spec = jax.ShapeDtypeStruct
+    gate, down = _abstract_node(fmt, experts, embed, ffw), _abstract_node(fmt, experts, ffw, embed)
+    args = (spec((tokens, embed), jnp.bfloat16), spec((tokens, top_k), jnp.int32),
+            spec((tokens, top_k), jnp.float32), gate, gate, down)
+    assert kernel.supports(tokens, gate, gate, down, "silu")
+    lowered = jax.jit(lambda *a: kernel.moe_decode(*a)).trace(*args).lower(lowering_platforms=("cuda",))
+    assert verified == [True, True] and "moe_gate_up" in lowered.as_text()
