@@ -30,7 +30,8 @@ def after_reasoning(grammar: str, start: str, end: str, opened: bool,
     `opened`: the prompt ends inside the reasoning block. `special_ids`: markers that are single
     added tokens (name them by id; their text spelled out in pieces would not match).
     """
-    inner = json.loads(grammar)["grammars"]
+    # the builders return either llguidance's JSON grammar list or a bare Lark grammar
+    inner = json.loads(grammar)["grammars"] if grammar.lstrip().startswith("{") else [{"lark_grammar": grammar}]
     if end in special_ids:  # a special token never occurs in text: no laziness needed
         thought = f"/(.|\\n)*/ {_marker(end, special_ids)}"
         rules = [f"thought: {thought}"]

@@ -42,3 +42,18 @@ def test_answer_after_reasoning_is_valid(tokenizer, opened):
     assert not _matcher_after(backend, tok, grammar, thought + "Sure!")[1]
     matcher, consumed = _matcher_after(backend, tok, grammar, '{"ok": true, "n": 1}')
     assert (consumed and matcher.is_accepting()) == (not opened)  # opened: still thinking
+
+
+@pytest.mark.parametrize("opened", [False, True], ids=["model-opens", "prompt-opened"])
+def test_bare_lark_answer_grammar_after_reasoning(opened):
+    """Tool-call grammars come back as bare Lark (not llguidance's JSON list); they compose the same way
+    (tool_choice "required" on a thinking model once answered 500 here)."""
+    from llguidance import LLMatcher
+
+    tok, backend = tokenizer_and_backend("qwen")
+    grammar = after_reasoning(LLMatcher.grammar_from_lark('start: "yes" | "no"'), "<think>", "</think>",
+                              opened, {})
+    thought = ("" if opened else "<think>\n") + "hmm\n</think>\n"
+    matcher, ok = _matcher_after(backend, tok, grammar, thought + "no")
+    assert ok and matcher.is_accepting()
+    assert not _matcher_after(backend, tok, grammar, thought + "maybe")[1]
