@@ -152,6 +152,9 @@ class EngineConfig:
     aot_logprob_variants: bool = True
     compilation_cache_dir: str | None = None  # None: $DGJAX_CACHE_DIR or ~/.cache/dgjax/xla
     tensor_parallel: int = 1
+    # MoE: split the routed experts over the tensor-parallel devices (whole experts per device) instead
+    # of splitting every expert's hidden dimension.
+    expert_parallel: bool = False
     seed: int = 0
 
     def resolved_max_model_len(self, model: ModelConfig) -> int:

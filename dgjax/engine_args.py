@@ -63,6 +63,8 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
                    action="store_false", help="disable prefix caching")
     e.add_argument("--tensor-parallel", "--tensor-parallel-size", "-tp", type=int,
                    default=d.tensor_parallel)
+    e.add_argument("--enable-expert-parallel", "--expert-parallel", dest="expert_parallel", action="store_true",
+                   help="MoE: place whole routed experts on each tensor-parallel device")
     e.add_argument("--compilation-cache-dir", default=None,
                    help="JAX persistent compilation cache (default: $DGJAX_CACHE_DIR or ~/.cache/dgjax/xla)")
     e.add_argument("--seed", type=int, default=d.seed, help="engine seed for requests without one")
@@ -85,6 +87,7 @@ def engine_config_from_args(a: argparse.Namespace) -> EngineConfig:
         enable_prefix_cache=a.prefix_cache,
         compilation_cache_dir=a.compilation_cache_dir,
         tensor_parallel=a.tensor_parallel,
+        expert_parallel=a.expert_parallel,
         seed=a.seed,
     )
 

@@ -101,12 +101,20 @@ def _keep_kernels_off_sharded_meshes(mesh) -> None:
         log.info("tensor parallel %d: routed experts use the reference path (%s=ref)", mesh.size, MOE_KERNEL_ENV)
 
 
+def sharding_rules(ecfg: EngineConfig, cfg: ModelConfig) -> sharding.ShardingRules:
+    """The logical-axis table for this engine: expert parallel for MoE models when asked."""
+    if ecfg.expert_parallel and cfg.num_experts > 0:
+        log.info("expert parallel: %d experts over %d devices", cfg.num_experts, ecfg.tensor_parallel)
+        return sharding.EXPERT_PARALLEL_RULES
+    return sharding.DEFAULT_RULES
+
+
 def load_model(model_dir: str, cfg: ModelConfig, ecfg: EngineConfig, max_model_len: int) -> LoadedModel:
     family = get_family(cfg)
     dtype = resolve_dtype(cfg.torch_dtype, ecfg.dtype)
     mesh = sharding.make_mesh(ecfg.tensor_parallel)
     _keep_kernels_off_sharded_meshes(mesh)
-    rules = sharding.DEFAULT_RULES
+    rules = sharding_rules(ecfg, cfg)
     t0 = time.perf_counter()
     if ecfg.load_format == "dummy":
         specs = family.param_specs(cfg, dtype)

@@ -145,17 +145,6 @@ def _row_weights(ids_ref, wts_ref, expert, tokens: int, top_k: int):
     return jnp.sum(jnp.where(ids == expert, wts, 0.0), axis=1)
 
 
-def _store_rows(o_ref, value, tokens: int):
-    """Store the first `tokens` rows of a [16, cols] value into a [tokens, cols] block.
-
-    Padding rows are masked, not clamped onto the last real row as loads do: the interpreter applies a
-    masked store as read-select-write, and a clamped padding row would write the old value back.
-    """
-    r = lax.broadcasted_iota(jnp.int32, (MIN_DOT_ROWS, 1), 0)
-    c = lax.broadcasted_iota(jnp.int32, (1, value.shape[1]), 1)
-    plgpu.store(o_ref.at[r, c], value, mask=jnp.broadcast_to(r < tokens, value.shape))
-
-
 def _trips(live, k_steps: int):
     """K steps of a live slot, 0 for a duplicate. Typed constants: the Triton lowering of a select between
     two weak-typed Python ints gives them the predicate's type (i1), which `scf.for` rejects."""
@@ -188,11 +177,11 @@ def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: 
     acc_g, acc_u = lax.fori_loop(0, _trips(live, k_steps), body, (zeros, zeros))
     if fused:
         (h_ref,) = out_refs
-        _store_rows(h_ref, _act(acc_g, acc_u).astype(h_ref.dtype), tokens)
+        tiles.store_rows(h_ref, _act(acc_g, acc_u).astype(h_ref.dtype), tokens)
     else:
         g_out, u_out = out_refs
-        _store_rows(g_out, acc_g, tokens)
-        _store_rows(u_out, acc_u, tokens)
+        tiles.store_rows(g_out, acc_g, tokens)
+        tiles.store_rows(u_out, acc_u, tokens)
 
 
 def _down_kernel(ids_ref, wts_ref, h_ref, *refs, op: Operand, tokens: int, top_k: int, num_slots: int,
@@ -212,7 +201,7 @@ def _down_kernel(ids_ref, wts_ref, h_ref, *refs, op: Operand, tokens: int, top_k
     rw = _row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]
     # where, not a plain product: a token that did not pick this expert must add exactly 0, even if its
     # row overflowed.
-    _store_rows(o_ref, jnp.where(rw != 0.0, acc * rw, 0.0), tokens)
+    tiles.store_rows(o_ref, jnp.where(rw != 0.0, acc * rw, 0.0), tokens)
 
 
 # ---------------------------------------------------------------- launches

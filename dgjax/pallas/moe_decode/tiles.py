@@ -130,6 +130,17 @@ def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand) -> tuple:
     return even, odd
 
 
+def store_rows(o_ref, value, tokens: int):
+    """Store the first `tokens` rows of a [16, cols] value into a [tokens, cols] block.
+
+    Padding rows are masked, not clamped onto the last real row as loads do: the interpreter applies a
+    masked store as read-select-write, and a clamped padding row would write the old value back.
+    """
+    r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
+    c = lax.broadcasted_iota(jnp.int32, (1, value.shape[1]), 1)
+    plgpu.store(o_ref.at[r, c], value, mask=jnp.broadcast_to(r < tokens, value.shape))
+
+
 def _e2m1(codes):
     """int32 e2m1 codes (0..15) -> float32: 4 * |value| is 2m for magnitude codes m < 2, else (2 + m&1) << (m>>1)."""
     m = codes & 7
