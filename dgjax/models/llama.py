@@ -6,6 +6,7 @@ head_dim, rope scaling, sliding windows and tied embeddings.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -53,8 +54,14 @@ def param_specs(cfg: ModelConfig, dtype: Any = "auto") -> DenseParams:
     )
 
 
-def forward(params: DenseParams, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig) -> tuple[jax.Array, KVCache]:
-    """Run one step: returns (hidden [B, T, embed] after the final norm, cache with this step's K/V)."""
+FeedForward = Callable[[Any, jax.Array], jax.Array]  # (decoder layer params, normed x) -> FFN output
+
+
+def run_decoder(params: Any, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig,
+                feed_forward: FeedForward) -> tuple[jax.Array, KVCache]:
+    """The pre-norm decoder every family shares: embed, then per layer attention and `feed_forward`
+    (dense MLP, MoE ...), each with a residual, then the final norm. Returns (hidden [B, T, embed],
+    cache with this step's K/V). Layers need `input_norm`, `attn` and `post_attention_norm`."""
     with jax.named_scope("embed"):
         x = embed_lookup(params.embed, batch.tokens)
     slots = paged.kv_slots(batch.positions, batch.query_lens, batch.block_tables, kv.page_size)
@@ -68,12 +75,17 @@ def forward(params: DenseParams, kv: KVCache, batch: ForwardBatch, cfg: ModelCon
             )
             x = x + h
             h = blocks.rms_norm(x, layer.post_attention_norm, cfg.rms_norm_eps)
-            x = x + blocks.gated_mlp(layer.mlp, h, cfg.hidden_act)
+            x = x + feed_forward(layer, h)
             new_k.append(k_pages)
             new_v.append(v_pages)
     with jax.named_scope("final_norm"):
         x = blocks.rms_norm(x, params.final_norm, cfg.rms_norm_eps)
     return x, KVCache(k=tuple(new_k), v=tuple(new_v))
+
+
+def forward(params: DenseParams, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig) -> tuple[jax.Array, KVCache]:
+    """Run one step: returns (hidden [B, T, embed] after the final norm, cache with this step's K/V)."""
+    return run_decoder(params, kv, batch, cfg, lambda layer, h: blocks.gated_mlp(layer.mlp, h, cfg.hidden_act))
 
 
 def logits(params: DenseParams, hidden: jax.Array, cfg: ModelConfig) -> jax.Array:

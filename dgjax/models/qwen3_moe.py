@@ -16,9 +16,7 @@ from flax import struct
 from dgjax.config import ModelConfig
 from dgjax.models import blocks, llama, moe
 from dgjax.models.batch import ForwardBatch, KVCache
-from dgjax.models.ops import embed_lookup
 from dgjax.models.params import ParamSpec, normal_init, resolve_dtype
-from dgjax.pallas.paged_attention import api as paged
 
 
 @struct.dataclass
@@ -59,35 +57,9 @@ def param_specs(cfg: ModelConfig, dtype: Any = "auto") -> MoEModelParams:
     )
 
 
-def decoder_layer(
-    layer: MoEDecoderLayerParams, x: jax.Array, k_pages: jax.Array, v_pages: jax.Array, batch: ForwardBatch,
-    slots: jax.Array, cos_sin: tuple[jax.Array, jax.Array], cfg: ModelConfig, sliding_window: int | None,
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Pre-norm attention then pre-norm MLP/MoE, each with a residual: (x, new k_pages, new v_pages)."""
-    h = blocks.rms_norm(x, layer.input_norm, cfg.rms_norm_eps)
-    h, k_pages, v_pages = blocks.attention(layer.attn, h, k_pages, v_pages, batch, slots, cos_sin, cfg, sliding_window)
-    x = x + h
-    h = blocks.rms_norm(x, layer.post_attention_norm, cfg.rms_norm_eps)
-    return x + moe.feed_forward(layer.ffn, h, cfg), k_pages, v_pages
-
-
 def forward(params: MoEModelParams, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig) -> tuple[jax.Array, KVCache]:
-    """Run one step: returns (hidden [B, T, embed] after the final norm, cache with this step's K/V)."""
-    with jax.named_scope("embed"):
-        x = embed_lookup(params.embed, batch.tokens)
-    slots = paged.kv_slots(batch.positions, batch.query_lens, batch.block_tables, kv.page_size)
-    cos_sin = blocks.rope_cos_sin(batch.positions, cfg)
-    new_k, new_v = [], []
-    for i, layer in enumerate(params.layers):
-        with jax.named_scope(f"layer_{i}"):
-            x, k_pages, v_pages = decoder_layer(
-                layer, x, kv.k[i], kv.v[i], batch, slots, cos_sin, cfg, cfg.layer_sliding_window(i)
-            )
-            new_k.append(k_pages)
-            new_v.append(v_pages)
-    with jax.named_scope("final_norm"):
-        x = blocks.rms_norm(x, params.final_norm, cfg.rms_norm_eps)
-    return x, KVCache(k=tuple(new_k), v=tuple(new_v))
+    """Run one step: the shared decoder with a dense MLP or an MoE block per layer (`layer.ffn`)."""
+    return llama.run_decoder(params, kv, batch, cfg, lambda layer, h: moe.feed_forward(layer.ffn, h, cfg))
 
 
 def logits(params: MoEModelParams, hidden: jax.Array, cfg: ModelConfig) -> jax.Array:

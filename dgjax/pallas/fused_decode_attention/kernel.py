@@ -32,6 +32,7 @@ from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas.paged_attention.kernel import (
     MAX_GROUP, MIN_DOT_ROWS, SUPPORTED_DTYPES, _merge_splits, default_block_tokens, default_num_splits,
+    split_outputs,
 )
 
 _LOG2E = math.log2(math.e)
@@ -211,20 +212,7 @@ def fused_decode_attention(
     in_specs = [whole(a.shape) for a in args]
 
     normalize = splits == 1
-    if normalize:
-        out_shape = [jax.ShapeDtypeStruct((b, kvh, gp, d), qkv.dtype)]
-        out_specs = [pl.BlockSpec((None, None, gp, d), lambda i, j, s: (i, j, 0, 0))]
-    else:
-        out_shape = [
-            jax.ShapeDtypeStruct((b, kvh, splits, gp, d), jnp.float32),
-            jax.ShapeDtypeStruct((b, kvh, splits, gp), jnp.float32),
-            jax.ShapeDtypeStruct((b, kvh, splits, gp), jnp.float32),
-        ]
-        out_specs = [
-            pl.BlockSpec((None, None, None, gp, d), lambda i, j, s: (i, j, s, 0, 0)),
-            pl.BlockSpec((None, None, None, gp), lambda i, j, s: (i, j, s, 0)),
-            pl.BlockSpec((None, None, None, gp), lambda i, j, s: (i, j, s, 0)),
-        ]
+    out_shape, out_specs = split_outputs(b, kvh, splits, gp, d, qkv.dtype)
     out_shape += [jax.ShapeDtypeStruct(k_rows.shape, k_rows.dtype), jax.ShapeDtypeStruct(v_rows.shape, v_rows.dtype)]
     out_specs += [whole(k_rows.shape), whole(v_rows.shape)]
     n_main = len(out_shape) - 2

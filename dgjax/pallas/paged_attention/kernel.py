@@ -156,6 +156,25 @@ def _decode_kernel(
         l_ref[...] = l
 
 
+def split_outputs(b: int, kvh: int, splits: int, gp: int, d: int, dtype) -> tuple[list, list]:
+    """Output shapes and block specs of a (row, kv head, split) grid: the normalised [B, KVH, GP, D]
+    result with one split, else per split the float32 accumulator, running max and sum for `_merge_splits`."""
+    if splits == 1:
+        return ([jax.ShapeDtypeStruct((b, kvh, gp, d), dtype)],
+                [pl.BlockSpec((None, None, gp, d), lambda i, j, s: (i, j, 0, 0))])
+    out_shape = [
+        jax.ShapeDtypeStruct((b, kvh, splits, gp, d), jnp.float32),
+        jax.ShapeDtypeStruct((b, kvh, splits, gp), jnp.float32),
+        jax.ShapeDtypeStruct((b, kvh, splits, gp), jnp.float32),
+    ]
+    out_specs = [
+        pl.BlockSpec((None, None, None, gp, d), lambda i, j, s: (i, j, s, 0, 0)),
+        pl.BlockSpec((None, None, None, gp), lambda i, j, s: (i, j, s, 0)),
+        pl.BlockSpec((None, None, None, gp), lambda i, j, s: (i, j, s, 0)),
+    ]
+    return out_shape, out_specs
+
+
 def _merge_splits(acc: jax.Array, m: jax.Array, l: jax.Array) -> jax.Array:
     """Combine per-split (acc [.., S, G, D], max [.., S, G], sum [.., S, G]) in the log2 domain."""
     m_all = jnp.max(m, axis=-2, keepdims=True)
@@ -224,21 +243,8 @@ def paged_decode_attention(
     if scaled:  # row (slot * KVH + head), like the pages
         scale_rows = (k_scale.astype(jnp.float32).reshape(-1), v_scale.astype(jnp.float32).reshape(-1))
         in_specs += [whole(scale_rows[0].shape), whole(scale_rows[1].shape)]
+    out_shape, out_specs = split_outputs(b, kvh, splits, gp, d, q.dtype)
     normalize = splits == 1
-    if normalize:
-        out_shape = [jax.ShapeDtypeStruct((b, kvh, gp, d), q.dtype)]
-        out_specs = [pl.BlockSpec((None, None, gp, d), lambda i, j, s: (i, j, 0, 0))]
-    else:
-        out_shape = [
-            jax.ShapeDtypeStruct((b, kvh, splits, gp, d), jnp.float32),
-            jax.ShapeDtypeStruct((b, kvh, splits, gp), jnp.float32),
-            jax.ShapeDtypeStruct((b, kvh, splits, gp), jnp.float32),
-        ]
-        out_specs = [
-            pl.BlockSpec((None, None, None, gp, d), lambda i, j, s: (i, j, s, 0, 0)),
-            pl.BlockSpec((None, None, None, gp), lambda i, j, s: (i, j, s, 0)),
-            pl.BlockSpec((None, None, None, gp), lambda i, j, s: (i, j, s, 0)),
-        ]
     kernel = functools.partial(
         _decode_kernel, kv_heads=kvh, page_size=ps, pages_per_row=p, block_tokens=bk,
         num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, scaled=scaled,
