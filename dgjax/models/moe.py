@@ -28,7 +28,7 @@ from dgjax.quant import is_quantized, reference_expert_matmul
 from dgjax.models import blocks
 from dgjax.models.ops import matmul
 from dgjax.models.params import ParamSpec, normal_init, zeros_init
-from dgjax.pallas import moe_decode
+from dgjax.pallas import moe_decode, moe_prefill
 
 IMPLS = ("auto", "ragged", "gather")
 ENV_VAR = "DGJAX_MOE"
@@ -174,6 +174,8 @@ def moe_experts(
 
     Decode steps (N <= moe_decode.MAX_TOKENS) go to the MoE decode kernel where its api picks it (on a GPU,
     or DGJAX_MOE_KERNEL=kernel), unless a reference path was asked for (impl or DGJAX_MOE ragged / gather).
+    The ragged path's grouped MLP goes to the MoE prefill kernel (grouped GEMM) where its api picks it (on a
+    GPU for prefill chunks, or DGJAX_MOE_PREFILL=kernel), again only while DGJAX_MOE is auto.
     """
     n, k = expert_ids.shape
     auto = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower() == "auto"
@@ -189,8 +191,12 @@ def moe_experts(
         order = jnp.argsort(flat_ids, stable=True)
         rows = jnp.take(x, order // k, axis=0)
         route_kw = dict(group_sizes=jnp.bincount(flat_ids, length=num_experts).astype(jnp.int32))
-    h = act(expert_matmul(rows, p.gate, **route_kw)) * expert_matmul(rows, p.up, **route_kw)
-    out = expert_matmul(h, p.down, **route_kw)
+    if "group_sizes" in route_kw and auto and moe_prefill.use_kernel(n, p.gate, p.up, p.down, hidden_act):
+        out = moe_prefill.grouped_mlp(rows, route_kw["group_sizes"], p.gate, p.up, p.down, hidden_act,
+                                      impl="kernel", tokens=n)
+    else:
+        h = act(expert_matmul(rows, p.gate, **route_kw)) * expert_matmul(rows, p.up, **route_kw)
+        out = expert_matmul(h, p.down, **route_kw)
     if "group_sizes" in route_kw:
         out = jnp.zeros_like(out).at[order].set(out)  # back to token-major order
     out = out.reshape(n, k, -1).astype(jnp.float32) * weights[..., None].astype(jnp.float32)

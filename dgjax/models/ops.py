@@ -2,7 +2,7 @@
 
 Weights are stored input-major: a weight of shape [*in_dims, *out_dims] contracts x's trailing
 `len(in_dims)` dimensions. Quantized weight nodes (`dgjax.quant`) stand for such a weight and take their
-own branch in `matmul` (the float32-dequantizing reference for now; GEMV kernels plug in there).
+own branch in `matmul` (dgjax.pallas.quant_gemv: a Pallas GEMV for 1-16 rows on GPU, else the reference).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from dgjax.quant import is_quantized, reference_matmul
+from dgjax.pallas.quant_gemv import quant_matmul
+from dgjax.quant import is_quantized
 
 
 def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None) -> jax.Array:
@@ -28,7 +29,7 @@ def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None) -> 
     benchmarks/gemv_layout.py and decode_bench; see benchmarks/results/).
     """
     if is_quantized(w):
-        return reference_matmul(x, w, contract=contract, out_dtype=out_dtype)
+        return quant_matmul(x, w, contract=contract, out_dtype=out_dtype)  # kernel for decode rows on GPU
     in_shape, out_shape = w.shape[:contract], w.shape[contract:]
     lead = x.shape[: x.ndim - contract]
     k = math.prod(in_shape)

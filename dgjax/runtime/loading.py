@@ -31,7 +31,7 @@ from dgjax.runtime.page_pool import PagePool
 
 log = logging.getLogger("dgjax.engine")
 
-MOE_KERNEL_ENV = "DGJAX_MOE_KERNEL"
+SINGLE_DEVICE_KERNEL_ENVS = ("DGJAX_MOE_KERNEL", "DGJAX_MOE_PREFILL", "DGJAX_QUANT_GEMV")
 FUSE_ENV = "DGJAX_FUSE_PROJECTIONS"  # "0" keeps q/k/v and gate/up unfused (benchmarks' reference path)
 CPU_KV_BUDGET = 1 << 30  # bytes; CPU runs are tests and notebooks
 GPU_KV_FRACTION = 0.85  # of the memory left after the weights
@@ -96,9 +96,10 @@ def _keep_kernels_off_sharded_meshes(mesh) -> None:
         os.environ[ATTENTION_ENV] = "ref"
         log.info("tensor parallel %d: attention uses the reference path (%s=ref); the Pallas kernels "
                  "are single-device for now", mesh.size, ATTENTION_ENV)
-    if mesh.size > 1 and not os.environ.get(MOE_KERNEL_ENV):  # same for the MoE decode kernel
-        os.environ[MOE_KERNEL_ENV] = "ref"
-        log.info("tensor parallel %d: routed experts use the reference path (%s=ref)", mesh.size, MOE_KERNEL_ENV)
+    for env in SINGLE_DEVICE_KERNEL_ENVS:  # the same for the MoE and quantized-GEMV kernels
+        if mesh.size > 1 and not os.environ.get(env):
+            os.environ[env] = "ref"
+            log.info("tensor parallel %d: %s=ref (single-device kernel)", mesh.size, env)
 
 
 def sharding_rules(ecfg: EngineConfig, cfg: ModelConfig) -> sharding.ShardingRules:

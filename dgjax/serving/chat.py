@@ -13,24 +13,34 @@ from starlette.responses import JSONResponse
 
 from dgjax.serving.context import (ChoiceResult, ServerContext, collect, engine_error, fan_out,
                                    finish_reason_str, new_request_id, usage)
+from dgjax.serving.custom_tool_calls import has_custom_tool_calls, inline_custom_tool_calls
 from dgjax.serving.errors import APIError, bad_request
 from dgjax.serving.logprobs import TokenRenderer, chat_logprobs
 from dgjax.serving.protocol import ChatRequest, check_context, parse_chat_request
 from dgjax.serving.reasoning_effort import apply_reasoning_effort
 from dgjax.serving.sse import SSE_DONE, EventStreamResponse, sse_event, until_disconnect
 from dgjax.serving.structured import chat_grammar
-from dgjax.serving.tool_output import RequestParsing, encode_chat_prompt
+from dgjax.serving.tool_output import RequestParsing, chat_template_text, encode_chat_prompt
+from dgjax.structured.tool_formats import detect_format
 
 logger = logging.getLogger("dgjax.serving")
 
 
-def render_chat_prompt(tokenizer, req: ChatRequest) -> list[int]:
-    """Token ids of the templated conversation; template failures are the client's (400)."""
+def render_chat_prompt(tokenizer, req: ChatRequest, tool_parser: str | None = None) -> list[int]:
+    """Token ids of the templated conversation; template failures are the client's (400).
+    `tool_parser` (the server's tool-call format) says how past custom tool calls are written."""
     kwargs = dict(req.template_kwargs)
     if req.continue_final_message:
         kwargs["continue_final_message"] = True
+    messages = req.messages
+    if has_custom_tool_calls(messages):
+        fmt = detect_format(tool_parser, chat_template_text(tokenizer))
+        if fmt is None:
+            raise bad_request(f"Custom tool calls cannot be written in the {tool_parser!r} "
+                              "tool-call format.", "messages", "unsupported")
+        messages = inline_custom_tool_calls(messages, fmt)
     try:
-        ids = encode_chat_prompt(tokenizer, req.messages, req.add_generation_prompt, req.tools,
+        ids = encode_chat_prompt(tokenizer, messages, req.add_generation_prompt, req.tools,
                                  **kwargs)
     except Exception as e:  # ChatTemplateError (raise_exception, sandbox), odd kwargs ...
         raise bad_request(f"The chat template rejected the conversation: {e}", "messages",
@@ -46,7 +56,9 @@ async def create_chat_completion(ctx: ServerContext, request: Request,
     ctx.check_model(req.common.model)
     headers = apply_reasoning_effort(body, req.template_kwargs, ctx.reasoning,
                                      ctx.options.unsupported_reasoning_effort)
-    prompt_ids = await asyncio.to_thread(render_chat_prompt, ctx.tokenizer, req)
+    tool_format = ctx.output_parsing.tool_format
+    prompt_ids = await asyncio.to_thread(render_chat_prompt, ctx.tokenizer, req,
+                                         tool_format.name if tool_format else None)
     params = req.common.params
     check_context(len(prompt_ids), params.max_tokens, ctx.max_model_len, "messages")
     parsing = ctx.output_parsing.for_request(req, prompt_ids, ctx.tokenizer)  # may edit params

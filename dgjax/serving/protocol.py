@@ -222,6 +222,14 @@ def _normalize_tool_calls(calls: Any, param: str) -> list[dict[str, Any]]:
         raise bad_request(f"'{param}' must be an array.", param, "invalid_type")
     out = []
     for k, call in enumerate(calls):
+        if isinstance(call, dict) and call.get("type") == "custom":  # OpenAI custom tool call
+            custom = call.get("custom")
+            if not isinstance(custom, dict) or not isinstance(custom.get("name"), str) \
+                    or not isinstance(custom.get("input", ""), str):
+                raise bad_request(f"'{param}[{k}].custom' must be {{'name': str, 'input': str}}.",
+                                  f"{param}[{k}].custom", "invalid_type")
+            out.append(call)  # rendered as model text (serving.custom_tool_calls)
+            continue
         if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
             raise bad_request(f"'{param}[{k}].function' must be an object.",
                               f"{param}[{k}].function", "invalid_type")

@@ -10,7 +10,8 @@ free text until it emits the trigger, and only then is the output constrained (a
 The server's tool-call parser (`dgjax.text.tool_parsers`, chosen from the chat template or by
 flag) reads these formats back, so the format is picked by that parser's name. A family whose
 parser exists but has no grammar here (Qwen3-Coder and GLM XML styles, whose string values are
-raw text) gets one by registering a `ToolCallFormat` under the parser's name (`register_format`).
+raw text, see `XmlArguments`) are registered here too; another family gets one by registering a
+`ToolCallFormat` under the parser's name (`register_format`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,23 @@ import dataclasses
 import json
 from typing import Callable
 
-__all__ = ["ToolCallFormat", "HERMES", "DEEPSEEK_V3", "DEEPSEEK_V31", "FORMATS", "register_format",
-           "detect_format", "split_hermes_custom_call"]
+__all__ = ["ToolCallFormat", "XmlArguments", "HERMES", "DEEPSEEK_V3", "DEEPSEEK_V31", "QWEN3_CODER",
+           "GLM45", "FORMATS", "register_format", "detect_format", "split_hermes_custom_call"]
 
 
 def _json_name(name: str) -> str:
     return json.dumps(name, ensure_ascii=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class XmlArguments:
+    """Arguments written as one tagged block per parameter instead of a JSON object:
+    `param_begin(key) VALUE value_end`. A string VALUE is raw text (it may not contain `closing`,
+    where the parser cuts the value), any other type is JSON (`structured.xml_arguments`)."""
+
+    param_begin: Callable[[str], str]
+    value_end: str
+    closing: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +55,8 @@ class ToolCallFormat:
     # Marker strings that may be single (possibly special) tokens: the grammar refers to a special
     # one by token id, since special tokens never match text.
     markers: tuple[str, ...] = ()
+    # None: the arguments are one JSON object (function_prefix ... function_suffix around it)
+    xml_arguments: XmlArguments | None = None
 
     def __post_init__(self) -> None:
         if not (self.section_begin + self.call_begin).startswith(self.trigger):
@@ -101,14 +115,56 @@ DEEPSEEK_V31 = ToolCallFormat(
     markers=_DS,
 )
 
-FORMATS: dict[str, ToolCallFormat] = {f.name: f for f in (HERMES, DEEPSEEK_V3, DEEPSEEK_V31)}
+# Qwen3-Coder: <tool_call>\n<function=NAME>\n<parameter=K>\nV\n</parameter>\n</function>\n</tool_call>
+# A custom tool's raw input stands where the parameters would: <function=NAME>\n<input>\n</function>.
+QWEN3_CODER = ToolCallFormat(
+    name="qwen3_coder",
+    trigger="<tool_call>",
+    section_begin="",
+    call_begin="<tool_call>\n",
+    call_end="\n</tool_call>",
+    call_sep="\n",
+    section_end="",
+    function_prefix=lambda name: f"<function={name}>\n",
+    function_suffix="</function>",
+    custom_prefix=lambda name: f"<function={name}>\n",
+    custom_suffix="\n</function>",
+    markers=("<tool_call>", "</tool_call>"),
+    xml_arguments=XmlArguments(lambda key: f"<parameter={key}>\n", "\n</parameter>\n",
+                               "</parameter>"),
+)
+
+# GLM-4.5 / 4.6: <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n</tool_call>
+# A custom tool's raw input follows the name line: <tool_call>NAME\n<input></tool_call>.
+_GLM = ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
+GLM45 = ToolCallFormat(
+    name="glm45",
+    trigger="<tool_call>",
+    section_begin="",
+    call_begin="<tool_call>",
+    call_end="</tool_call>",
+    call_sep="\n",
+    section_end="",
+    function_prefix=lambda name: f"{name}\n",
+    function_suffix="",
+    custom_prefix=lambda name: f"{name}\n",
+    custom_suffix="",
+    markers=_GLM,
+    xml_arguments=XmlArguments(lambda key: f"<arg_key>{key}</arg_key>\n<arg_value>",
+                               "</arg_value>\n", "</arg_value>"),
+)
+
+FORMATS: dict[str, ToolCallFormat] = {f.name: f for f in (HERMES, DEEPSEEK_V3, DEEPSEEK_V31,
+                                                          QWEN3_CODER, GLM45)}
 
 
 def register_format(fmt: ToolCallFormat) -> None:
     FORMATS[fmt.name] = fmt
 
 
-_PARSER_FORMATS = {"hermes": "hermes", "qwen3": "hermes", "qwen3_next": "hermes"}
+_PARSER_FORMATS = {"hermes": "hermes", "qwen3": "hermes", "qwen3_next": "hermes",
+                   "qwen3_coder": "qwen3_coder", "qwen3_xml": "qwen3_coder", "glm45": "glm45",
+                   "glm47": "glm45", "glm4_moe": "glm45"}
 
 
 def detect_format(parser_name: str | None, chat_template: str | None) -> ToolCallFormat | None:

@@ -8,7 +8,7 @@
   tool-call section or the JSON answer.
 
 A function's arguments are its JSON schema (strict: enforced exactly; otherwise leniently, see
-`json_schema`); a custom tool's input is its Lark grammar or regex, each compiled as its own
+`json_schema`), or for the XML-style formats one tagged block per parameter (`xml_arguments`); a custom tool's input is its Lark grammar or regex, each compiled as its own
 llguidance subgrammar so its lexemes cannot clash with ours, or any text when it has no grammar.
 """
 
@@ -23,6 +23,7 @@ from llguidance import LLMatcher
 
 from dgjax.structured.json_schema import lark_json
 from dgjax.structured.tool_formats import ToolCallFormat
+from dgjax.structured.xml_arguments import xml_arguments_rule
 
 __all__ = ["FunctionTool", "CustomTool", "AnswerSpec", "ToolGrammarError", "tool_call_grammar",
            "check_custom_grammar"]
@@ -105,13 +106,25 @@ class _Builder:
         cut = min((s.find(m) for m in self.special if m in s), default=len(s))
         return s[:cut], s[cut:]
 
+    def forbidden(self) -> list[str]:
+        """Texts a raw XML argument value may not contain: where the parser would cut it."""
+        ends = (self.fmt.xml_arguments.closing, self.fmt.call_end.strip())
+        return [e for e in dict.fromkeys(ends) if e and e not in self.special]
+
     def call_rule(self, tools: list[FunctionTool | CustomTool]) -> str:
         fmt = self.fmt
         names = []
         for i, tool in enumerate(tools):
             rule = f"tool_{i}"
             names.append(rule)
-            if isinstance(tool, FunctionTool):
+            if isinstance(tool, FunctionTool) and fmt.xml_arguments is not None:
+                args, rules = xml_arguments_rule(rule, tool.parameters, tool.strict,
+                                                 fmt.xml_arguments, self.text,
+                                                 self._split_at_special, self.forbidden())
+                self.rules += rules
+                body = f"{self.text(fmt.function_prefix(tool.name))} {args} {self.text(fmt.function_suffix)}"
+                self.rules.append(f"{rule}: {body} {self.text(fmt.call_end)}")
+            elif isinstance(tool, FunctionTool):
                 args = lark_json(tool.parameters, tool.strict)
                 body = f"{self.text(fmt.function_prefix(tool.name))} {args} {self.text(fmt.function_suffix)}"
                 self.rules.append(f"{rule}: {body} {self.text(fmt.call_end)}")

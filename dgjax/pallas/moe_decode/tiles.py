@@ -1,5 +1,8 @@
 """How the MoE decode kernel reads one expert's weight tile in each format and multiplies it (inside a kernel).
 
+Also the dense quantized GEMV's tile reader (dgjax/pallas/quant_gemv), which views a dense node as a
+one-expert stack.
+
 An expert-stacked weight stands for [E, K, N] (K contracted). Formats and the tile a K step reads:
 - "plain": bf16/f16/f32 array in dgjax's input-major layout [E, K, N]: a [BK, BN] tile, one dot.
 - "fp8" (`Fp8BlockWeight`): e4m3 [E, N, K] plus a float32 scale per (bn x bk) block: a [BN, BK] tile

@@ -1,6 +1,7 @@
 """Tool calls out of model text: one small format class per model family, one shared scanner."""
 
-from dgjax.text.tool_parsers.base import ToolCall, ToolCallFormat, ToolCallStream, ToolStreamDelta
+from dgjax.text.tool_parsers.base import (CustomToolInput, ToolCall, ToolCallFormat, ToolCallStream,
+                                          ToolStreamDelta, custom_tool_names)
 from dgjax.text.tool_parsers.deepseek import DeepSeekToolCallFormat
 from dgjax.text.tool_parsers.glm45 import Glm45ToolCallFormat
 from dgjax.text.tool_parsers.hermes import HermesToolCallFormat

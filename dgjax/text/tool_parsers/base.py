@@ -9,6 +9,7 @@ scanner does the rest, identically for a finished output (`parse`) and for text 
 - Text that may be the start of a marker (a trailing `<tool_ca`) is held back until decidable.
 - Whitespace that only separates calls from each other or from the content (the newlines chat
   templates put around calls) is not content.
+- A call of an OpenAI custom tool the request declared keeps its raw input (`CustomToolInput`).
 - Arguments are always one JSON object serialized with `json.dumps(..., ensure_ascii=False)`;
   duplicate keys keep the last value (what `json.loads` and vLLM's XML parsers do).
 """
@@ -28,15 +29,48 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
+def custom_tool_names(tools: Tools) -> set[str]:
+    """Names of the OpenAI custom (free-form input) tools a request declared."""
+    names = set()
+    for tool in tools or ():
+        custom = tool.get("custom") if isinstance(tool, Mapping) and \
+            tool.get("type") == "custom" else None
+        if isinstance(custom, Mapping) and isinstance(custom.get("name"), str):
+            names.add(custom["name"])
+    return names
+
+
+@dataclasses.dataclass(frozen=True)
+class CustomToolInput:
+    """What `parse_block` returns for a call of a declared custom tool: its raw input text."""
+
+    name: str
+    input: str
+
+
 @dataclasses.dataclass
 class ToolCall:
     name: str
-    arguments: str  # a JSON object
+    arguments: str  # a JSON object ("" for a custom tool)
     id: str = dataclasses.field(default_factory=new_call_id)
+    custom_input: str | None = None  # set for an OpenAI custom tool's call
 
     def to_openai(self) -> dict[str, Any]:
+        if self.custom_input is not None:
+            return {"id": self.id, "type": "custom",
+                    "custom": {"name": self.name, "input": self.custom_input}}
         return {"id": self.id, "type": "function",
                 "function": {"name": self.name, "arguments": self.arguments}}
+
+    def stream_deltas(self, index: int) -> list[dict[str, Any]]:
+        """OpenAI `delta.tool_calls` entries: the header with the name, then the payload."""
+        if self.custom_input is not None:
+            return [{"index": index, "id": self.id, "type": "custom",
+                     "custom": {"name": self.name, "input": ""}},
+                    {"index": index, "custom": {"input": self.custom_input}}]
+        return [{"index": index, "id": self.id, "type": "function",
+                 "function": {"name": self.name, "arguments": ""}},
+                {"index": index, "function": {"arguments": self.arguments}}]
 
 
 @dataclasses.dataclass
@@ -59,9 +93,11 @@ class ToolCallFormat:
     # Markers wrapping a run of calls (DeepSeek's `tool▁calls▁begin/end`): dropped from content.
     ignored_markers: ClassVar[tuple[str, ...]] = ()
 
-    def parse_block(self, body: str, tools: Tools) -> tuple[str, dict[str, Any]] | None:
-        """(name, arguments) of the call whose body lies between the start and end markers;
-        None when the body is not a well-formed call."""
+    def parse_block(self, body: str,
+                    tools: Tools) -> tuple[str, dict[str, Any]] | CustomToolInput | None:
+        """(name, arguments) of the call whose body lies between the start and end markers, or
+        a CustomToolInput for a custom tool `tools` declares; None when the body is not a
+        well-formed call."""
         raise NotImplementedError
 
     @property
@@ -194,15 +230,17 @@ class ToolCallStream:
             return  # parallel_tool_calls=false: later calls are dropped
         index = len(self.tool_calls)
         self.tool_calls.append(call)
-        out.tool_calls.append({"index": index, "id": call.id, "type": "function",
-                               "function": {"name": call.name, "arguments": ""}})
-        out.tool_calls.append({"index": index, "function": {"arguments": call.arguments}})
+        out.tool_calls += call.stream_deltas(index)
 
     def _read_call(self, body: str) -> ToolCall | None:
         try:
             parsed = self.fmt.parse_block(body, self.tools)
             if parsed is None:
                 return None
+            if isinstance(parsed, CustomToolInput):
+                if parsed.name not in custom_tool_names(self.tools):
+                    return None
+                return ToolCall(name=parsed.name, arguments="", custom_input=parsed.input)
             name, args = parsed
             if not name or not isinstance(args, dict):
                 return None

@@ -1,5 +1,6 @@
 """GLM-4.5 / 4.6 / 4.7: `<tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>...
-</tool_call>` (4.7 drops the newlines); values are typed by the request's tool schema."""
+</tool_call>` (4.7 drops the newlines); values are typed by the request's tool schema. A declared
+OpenAI custom tool's raw input follows its name line: `<tool_call>NAME\\n<input></tool_call>`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 from typing import Any
 
 from dgjax.text.tool_parsers.arguments import convert_parameter, parameter_schema
-from dgjax.text.tool_parsers.base import ToolCallFormat, Tools
+from dgjax.text.tool_parsers.base import CustomToolInput, ToolCallFormat, Tools, custom_tool_names
 
 _PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
 
@@ -17,7 +18,11 @@ class Glm45ToolCallFormat(ToolCallFormat):
     call_start = "<tool_call>"
     call_end = "</tool_call>"
 
-    def parse_block(self, body: str, tools: Tools) -> tuple[str, dict[str, Any]] | None:
+    def parse_block(self, body: str,
+                    tools: Tools) -> tuple[str, dict[str, Any]] | CustomToolInput | None:
+        head, _, raw = body.partition("\n")
+        if head.strip() in custom_tool_names(tools):
+            return CustomToolInput(head.strip(), raw)
         first = body.find("<arg_key>")
         name = (body if first < 0 else body[:first]).strip()
         if not name or "<" in name or "\n" in name or "{" in name:

@@ -1,5 +1,6 @@
 """Qwen3-Coder XML: `<tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n</parameter>\\n...
-</function>\\n</tool_call>`; values are typed by the request's tool schema."""
+</function>\\n</tool_call>`; values are typed by the request's tool schema. A declared OpenAI custom
+tool's raw input stands in place of the parameters: `<function=NAME>\\n<input>\\n</function>`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 from typing import Any
 
 from dgjax.text.tool_parsers.arguments import convert_parameter, parameter_schema
-from dgjax.text.tool_parsers.base import ToolCallFormat, Tools
+from dgjax.text.tool_parsers.base import CustomToolInput, ToolCallFormat, Tools, custom_tool_names
 
 _FUNCTION = re.compile(r"\s*<function=([^>\n]+)>(.*)</function>\s*", re.DOTALL)
 _PARAMETER = re.compile(r"<parameter=([^>\n]+)>(.*?)</parameter>", re.DOTALL)
@@ -18,11 +19,14 @@ class Qwen3CoderToolCallFormat(ToolCallFormat):
     call_start = "<tool_call>"
     call_end = "</tool_call>"
 
-    def parse_block(self, body: str, tools: Tools) -> tuple[str, dict[str, Any]] | None:
+    def parse_block(self, body: str,
+                    tools: Tools) -> tuple[str, dict[str, Any]] | CustomToolInput | None:
         m = _FUNCTION.fullmatch(body)
         if m is None:
             return None
         name, inner = m.group(1).strip(), m.group(2)
+        if name in custom_tool_names(tools):
+            return CustomToolInput(name, inner.removeprefix("\n").removesuffix("\n"))
         args: dict[str, Any] = {}
         pos = 0
         for p in _PARAMETER.finditer(inner):

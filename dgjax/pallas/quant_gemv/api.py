@@ -1,0 +1,66 @@
+"""`ops.matmul`'s quantized branch: the Pallas GEMV kernel for decode-sized inputs, the reference otherwise.
+
+Dispatch (decided at trace time, per call):
+- impl "ref": the reference (`dgjax.quant.reference_matmul`) everywhere.
+- impl "auto" (default): the kernel (kernel.py) on a GPU when x has 1-16 rows and `kernel.supports` reads
+  the weight's format and shape, once GPU_VALIDATED; the reference otherwise (CPU, prefill chunks,
+  unsupported layouts).
+- impl "kernel": the kernel on any platform (the Pallas interpreter off GPU) wherever it supports the case,
+  the reference elsewhere (rows > 16 is the normal prefill case, so no warning for it).
+`impl=None` reads DGJAX_QUANT_GEMV (auto | ref | kernel, default auto), so one process can trace both paths
+by setting the variable before each trace.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from typing import Any
+
+import jax
+
+from dgjax.pallas.quant_gemv import kernel
+from dgjax.quant import reference_matmul
+
+IMPLS = ("auto", "ref", "kernel")
+# The kernel has passed its interpret-mode and Triton-lowering tests but not yet run on the H200
+# (benchmarks/quant_gemv_check.py): until then auto keeps the reference and `kernel` opts in.
+GPU_VALIDATED = False
+ENV_VAR = "DGJAX_QUANT_GEMV"
+MAX_ROWS = kernel.MAX_ROWS
+log = logging.getLogger(__name__)
+
+
+def resolve_impl(impl: str | None = None) -> str:
+    """The requested implementation: the argument, else $DGJAX_QUANT_GEMV, else "auto"."""
+    chosen = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower()
+    if chosen not in IMPLS:
+        raise ValueError(f"quant gemv impl must be one of {IMPLS}, got {chosen!r} (from {ENV_VAR} or impl=)")
+    return chosen
+
+
+def use_kernel(rows: int, w: Any, x_dtype: Any, impl: str | None = None) -> bool:
+    """Whether a product of `rows` rows of `x_dtype` with the quantized node `w` runs the kernel."""
+    chosen = resolve_impl(impl)
+    if chosen == "ref" or rows > MAX_ROWS:
+        return False
+    supported = kernel.supports(rows, w, x_dtype)
+    if chosen == "kernel" and not supported and rows >= 1:
+        log.warning("quantized GEMV kernel does not read a %s weight of shape %s with %s rows: using the reference",
+                    type(w).__name__, w.shape, x_dtype)
+    return supported and (chosen == "kernel" or (GPU_VALIDATED and jax.default_backend() == "gpu"))
+
+
+def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = None, impl: str | None = None,
+                 launch: kernel.Launch | None = None) -> jax.Array:
+    """x [..., *in] . w (quantized, dense [*in, *out]) -> [..., *out], as `reference_matmul` computes it."""
+    lead = x.shape[: x.ndim - contract]
+    rows = math.prod(lead)
+    shaped = contract == w.in_dims and not w.expert_dims and tuple(x.shape[x.ndim - contract:]) == w.in_shape
+    if not (shaped and use_kernel(rows, w, x.dtype, impl)):
+        return reference_matmul(x, w, contract=contract, out_dtype=out_dtype)
+    out = kernel.quant_gemv(x.reshape(rows, w.k), w, out_dtype=out_dtype, launch=launch,
+                            interpret=jax.default_backend() != "gpu")
+    return out.reshape(lead + w.out_shape)
+

@@ -1,0 +1,174 @@
+"""x [rows <= 16, K] . W for a dense quantized weight as one Pallas kernel (Triton lowering): the packed
+weight is read once and decoded tile by tile in registers, never dequantized whole.
+
+Why this shape:
+- Decode projections are GEMVs: the work is streaming the packed weight at the HBM read ceiling; the
+  reference (`dgjax.quant.reference_matmul`) first writes and re-reads a dequantized copy.
+- Grid (column block, K split). A program walks its K range in steps of `block_k` inputs, loads the
+  [block_n, block_k] weight tile of its columns, decodes it and does one tensor-core dot (two for the
+  nibble formats) with the x rows, padded to 16 by masked loads (Triton's `dot` needs every dim >= 16).
+- The tile decoders are the MoE decode kernel's (moe_decode/tiles.py): a dense node is handed to them as
+  a one-expert stack (free reshapes, expert index 0), so every format (FP8 blocks, NVFP4, MXFP4, int4/int8
+  groups with or without zero points) is decoded by exactly the same code in both kernels.
+- Split-K: attention and down projections have few column blocks (4096 / 64 = 64 programs on 132 SMs),
+  so K is split until about two programs per SM run; splits write float32 partials [splits, rows, N]
+  and a small jnp sum finishes them. One split writes x's dtype directly.
+- Stores write only the real rows (masked stores), so one row writes 1/16 of a padded tile.
+- Default K step: 128 bytes of each weight row (128 fp8/int8 inputs, 256 nibble inputs), one cache line.
+Numerics: float32 accumulation; decoded tiles are rounded to x's dtype before the dot, like the reference
+(FP8 applies its block scale to the dot's column sums instead, which is exact up to float32 rounding).
+Why the Triton lowering: the same masked row loads/stores and per-tile decoders the MoE kernel already
+runs on the H200; at <= 16 rows there is no warpgroup MMA or TMA pipeline for Mosaic GPU to win.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from dgjax.pallas.moe_decode import tiles
+from dgjax.pallas.moe_decode.tiles import Operand, valid_block_k, valid_block_n
+from dgjax.quant import is_quantized
+
+MAX_ROWS = tiles.MIN_DOT  # one padded row tile
+BLOCK_N_DEFAULTS = (64, 128, 32, 16)
+ROW_BYTES_PER_STEP = 128
+MAX_SPLITS = 16
+PROGRAMS_PER_SM = 2
+H200_SMS = 132  # used when the device does not report its multiprocessor count
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """Output columns per program, K inputs per step, K splits, Triton params."""
+
+    block_n: int
+    block_k: int
+    splits: int = 1
+    num_warps: int = 4
+    num_stages: int = 3
+
+
+def _lift(a):
+    """An array (or a shape struct, for lowering checks) with a leading expert axis of 1."""
+    if isinstance(a, jax.ShapeDtypeStruct):
+        return jax.ShapeDtypeStruct((1,) + tuple(a.shape), a.dtype)
+    return a.reshape((1,) + tuple(a.shape))
+
+
+def as_expert_stack(w: Any) -> Any:
+    """A dense node [*in, *out] as the one-expert stack [1, K, N] that tiles.py reads (free reshapes)."""
+    arrays = {f.name: getattr(w, f.name) for f in dataclasses.fields(w) if f.metadata.get("pytree_node", True)}
+    lifted = {name: None if a is None else _lift(a) for name, a in arrays.items()}
+    return dataclasses.replace(w, shape=(1, w.k, w.n), in_dims=1, expert_dims=1, **lifted)
+
+
+def describe(w: Any) -> Operand | None:
+    """The kernel's static view of a dense quantized weight, or None for one it cannot read."""
+    if not is_quantized(w) or w.expert_dims:
+        return None
+    return tiles.describe(as_expert_stack(w))
+
+
+def _row_bytes_step(op: Operand) -> int:
+    return 2 * ROW_BYTES_PER_STEP if op.packed else ROW_BYTES_PER_STEP
+
+
+def _block_k(op: Operand) -> int | None:
+    """The widest valid K step up to 128 bytes of a weight row."""
+    bk = _row_bytes_step(op)
+    while bk >= tiles.MIN_DOT:
+        if valid_block_k(op, bk):
+            return bk
+        bk //= 2
+    return None
+
+
+def supports(rows: int, w: Any, x_dtype: Any = jnp.bfloat16) -> bool:
+    """Whether the kernel handles this row count, activation dtype and weight (else use the reference)."""
+    op = describe(w)
+    if op is None or not 1 <= rows <= MAX_ROWS or jnp.dtype(x_dtype) not in tiles.PLAIN_DTYPES:
+        return False
+    return any(valid_block_n(op, b) for b in BLOCK_N_DEFAULTS) and _block_k(op) is not None
+
+
+def target_programs() -> int:
+    """Programs worth launching: a couple per SM of the default device (H200's 132 SMs if unknown)."""
+    sms = getattr(jax.devices()[0], "core_count", None) if jax.default_backend() == "gpu" else None
+    return PROGRAMS_PER_SM * (sms or H200_SMS)
+
+
+def default_launch(op: Operand, programs: int | None = None) -> Launch:
+    """64-column blocks, 128-byte K steps, and K splits until about `programs` programs are busy."""
+    programs = programs or target_programs()
+    bn = next(b for b in BLOCK_N_DEFAULTS if valid_block_n(op, b))
+    bk = _block_k(op)
+    splits = 1
+    while (op.n // bn) * splits < programs and splits < MAX_SPLITS and op.k % (2 * splits * bk) == 0:
+        splits *= 2
+    return Launch(bn, bk, splits)
+
+
+def check_launch(op: Operand, launch: Launch) -> None:
+    fits = op.k % (launch.splits * launch.block_k) == 0
+    if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits):
+        raise ValueError(f"{launch} does not tile a [{op.k}, {op.n}] {op.fmt} weight (scale block {op.scale_block})")
+
+
+def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: int):
+    w_refs, o_ref = refs[:-1], refs[-1]
+    j, s = pl.program_id(0), pl.program_id(1)
+    bk, bn = launch.block_k, launch.block_n
+    n0 = j * bn
+    base = s * (k_steps * bk)
+
+    def body(i, acc):
+        k0 = base + i * bk
+        return acc + tiles.tile_dot(tiles.x_tiles(x_ref, rows, k0, bk, op), w_refs, op, 0, k0, n0, bk, bn)
+
+    acc = lax.fori_loop(0, k_steps, body, jnp.zeros((MAX_ROWS, bn), jnp.float32))
+    tiles.store_rows(o_ref, acc.astype(o_ref.dtype), rows)
+
+
+def _whole(shape):
+    return pl.BlockSpec(shape, lambda *_: (0,) * len(shape))
+
+
+@functools.partial(jax.jit, static_argnames=("out_dtype", "launch", "interpret"))
+def quant_gemv(x: jax.Array, w: Any, *, out_dtype: Any = None, launch: Launch | None = None,
+               interpret: bool = False) -> jax.Array:
+    """x [rows, K] . w (dense [*in, *out], K = prod(in), N = prod(out)) -> [rows, N] in `out_dtype` (x's)."""
+    rows = x.shape[0]
+    if not supports(rows, w, x.dtype) or x.shape[1] != w.k:
+        raise ValueError(f"the quantized GEMV kernel cannot multiply x {x.shape} {x.dtype} by a "
+                         f"{type(w).__name__} of shape {w.shape}")
+    op, arrays = tiles.operand(as_expert_stack(w))
+    launch = launch or default_launch(op)
+    check_launch(op, launch)
+    bn, bk, splits = launch.block_n, launch.block_k, launch.splits
+    out_dtype = jnp.dtype(out_dtype or x.dtype)
+    if splits == 1:
+        out_shape = jax.ShapeDtypeStruct((rows, op.n), out_dtype)
+        out_spec = pl.BlockSpec((rows, bn), lambda j, s: (0, j))
+    else:
+        out_shape = jax.ShapeDtypeStruct((splits, rows, op.n), jnp.float32)
+        out_spec = pl.BlockSpec((None, rows, bn), lambda j, s: (s, 0, j))
+    kernel = functools.partial(_gemv_kernel, op=op, rows=rows, launch=launch, k_steps=op.k // (splits * bk))
+    out = pl.pallas_call(
+        kernel,
+        grid=(op.n // bn, splits),
+        in_specs=[_whole(x.shape)] + [_whole(a.shape) for a in arrays],
+        out_specs=out_spec,
+        out_shape=out_shape,
+        compiler_params=plgpu.CompilerParams(num_warps=launch.num_warps, num_stages=launch.num_stages),
+        interpret=interpret,
+        name=f"quant_gemv_{op.fmt}_r{rows}_bn{bn}_bk{bk}_s{splits}",
+    )(x, *arrays)
+    return out if splits == 1 else out.sum(0).astype(out_dtype)

@@ -1,0 +1,19 @@
+"""The truth for the quantized GEMV: dequantize the whole weight in float32, round to x's dtype, one dot.
+
+This is `dgjax.quant.reference_matmul` on 2-D x (what `ops.matmul` ran for every quantized node before the
+kernel existed); the kernel must match it to a stated tolerance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from dgjax.quant import reference_matmul
+
+
+def quant_gemv(x: jax.Array, w: Any, *, out_dtype: Any = None) -> jax.Array:
+    """x [rows, K] . w (dense [*in, *out], K = prod(in)) -> [rows, N], N = prod(out), float32 accumulation."""
+    x_in = x.reshape((x.shape[0],) + w.in_shape)
+    return reference_matmul(x_in, w, contract=w.in_dims, out_dtype=out_dtype).reshape(x.shape[0], w.n)

@@ -1,0 +1,245 @@
+"""The quantized dense GEMV kernel (interpreted on CPU) against ref.py, ref.py against numpy decoders, the api's
+dispatch, the CUDA lowering at llama shapes, and a tiny quantized model decoding the same with either path."""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dgjax.pallas.quant_gemv import api, kernel, ref
+from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, fp8_block, int_group, mxfp4, nvfp4
+
+N, K = 64, 256
+FP8_BLOCK = (32, 64)  # 4 scale blocks along K, 2 along N: column blocks and K steps cross them
+GROUPS = {"int4": 32, "int4-sym": 64, "int8": 64, "int8-zero": 32}
+
+
+def _encode(fmt: str, rows: np.ndarray, in_shape=(K,)):
+    """float32 [N, K] rows -> (node standing for dense [*in_shape, N], numpy float32 dequantized rows)."""
+    geo = dict(shape=tuple(in_shape) + (rows.shape[0],), in_dims=len(in_shape), expert_dims=0)
+    if fmt == "fp8":
+        v, s = fp8_block.quantize_np(rows, FP8_BLOCK)
+        node = Fp8BlockWeight(weight=jnp.asarray(v), scale=jnp.asarray(s), block=FP8_BLOCK, **geo)
+        return node, fp8_block.dequantize_np(v, s, FP8_BLOCK)
+    if fmt == "nvfp4":
+        p, bs, gs = nvfp4.quantize_np(rows)
+        node = Nvfp4Weight(packed=jnp.asarray(p), block_scale=jnp.asarray(bs), global_scale=jnp.asarray(gs), **geo)
+        return node, nvfp4.dequantize_np(p, bs, gs)
+    if fmt == "mxfp4":
+        p, s = mxfp4.quantize_np(rows)
+        return Mxfp4Weight(packed=jnp.asarray(p), scale=jnp.asarray(s), **geo), mxfp4.dequantize_np(p, s)
+    bits, group = (4 if fmt.startswith("int4") else 8), GROUPS[fmt]
+    q, scale, zero = int_group.quantize_np(rows, bits, group, symmetric=fmt in ("int4-sym", "int8"))
+    node = IntWeight(values=jnp.asarray(int_group.values_from_q_np(q, bits)), scale=jnp.asarray(scale),
+                     zero_point=None if zero is None else jnp.asarray(zero), bits=bits, group_size=group, **geo)
+    return node, int_group.dequantize_np(q, scale, zero, group)
+
+
+def _rows(rng, n=N, k=K):
+    """Weights with adversarial rows: all zero, and tiny (subnormal-scale) values."""
+    w = (0.2 * rng.standard_normal((n, k))).astype(np.float32)
+    w[3] = 0.0
+    w[5] *= np.float32(1e-30)
+    return w
+
+
+def _check(got, want, dtype):
+    got = np.asarray(jnp.asarray(got, jnp.float32))
+    want = np.asarray(jnp.asarray(want, jnp.float32))
+    assert got.shape == want.shape and np.isfinite(got).all()
+    scale = max(1.0, float(np.abs(want).max()))
+    if dtype == jnp.float32:
+        np.testing.assert_allclose(got, want, atol=2e-5 * scale, rtol=0)
+    else:
+        np.testing.assert_allclose(got, want, rtol=2e-2, atol=1e-2 * scale)
+
+
+# ---------------------------------------------------------------- ref.py against numpy
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "nvfp4", "mxfp4", "int4", "int8-zero"])
+def test_reference_equals_dequantize_then_dot(fmt):
+    rng = np.random.default_rng(1)
+    node, dense_rows = _encode(fmt, _rows(rng), in_shape=(4, K // 4))  # two input dims, as o_proj has
+    x = rng.standard_normal((3, K)).astype(np.float32)
+    got = ref.quant_gemv(jnp.asarray(x), node)
+    np.testing.assert_allclose(np.asarray(got), x.astype(np.float64) @ dense_rows.T.astype(np.float64),
+                               atol=2e-5 * np.abs(got).max(), rtol=0)
+
+
+# ---------------------------------------------------------------- kernel against ref.py
+
+L = kernel.Launch
+CASES = [
+    # rows, x dtype, format, launch (None: the default choice, split K at these tiny shapes)
+    (1, jnp.float32, "fp8", None),
+    (3, jnp.bfloat16, "fp8", L(32, 64)),  # unsplit, 4 K steps, each column block inside one scale row
+    (16, jnp.float32, "fp8", L(64, 32, 2)),  # a column block spans 2 scale rows
+    (16, jnp.float32, "nvfp4", None),
+    (3, jnp.bfloat16, "nvfp4", L(16, 32, 2)),
+    (1, jnp.float32, "mxfp4", L(32, 64)),
+    (16, jnp.bfloat16, "mxfp4", None),
+    (3, jnp.float32, "int4", None),  # zero points, 8 groups per 256-input step
+    (1, jnp.bfloat16, "int4-sym", L(32, 32, 2)),  # a group spans two K steps
+    (16, jnp.float32, "int8", None),
+    (3, jnp.bfloat16, "int8-zero", L(64, 64)),
+]
+
+
+@pytest.mark.parametrize("rows,dtype,fmt,launch", CASES)
+def test_kernel_matches_reference(rows, dtype, fmt, launch):
+    rng = np.random.default_rng(rows * 7 + len(fmt))
+    node, _ = _encode(fmt, _rows(rng))
+    x = jnp.asarray(rng.standard_normal((rows, K)), dtype)
+    if rows > 1:
+        x = x.at[1].set(0.0)
+    got = kernel.quant_gemv(x, node, launch=launch, interpret=True)
+    assert got.dtype == dtype
+    _check(got, ref.quant_gemv(x, node), dtype)
+
+
+def test_default_launch_fills_the_gpu_at_llama_shapes():
+    h200 = 2 * 132
+    for k, n in ((4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)):
+        for op in (kernel.Operand("fp8", 1, k, n, 2, (128, 128), (n // 128, k // 128)),
+                   kernel.Operand("nvfp4", 1, k, n, 3, group=16)):
+            launch = kernel.default_launch(op, h200)
+            kernel.check_launch(op, launch)
+            programs = (n // launch.block_n) * launch.splits
+            can_split = launch.splits < kernel.MAX_SPLITS and k % (2 * launch.splits * launch.block_k) == 0
+            assert programs >= h200 or not can_split
+            assert programs < 4 * h200 or launch.splits == 1
+            assert launch.block_k * (1 if op.fmt == "fp8" else 0.5) == kernel.ROW_BYTES_PER_STEP
+
+
+def test_bad_launch_knobs_are_rejected():
+    node, _ = _encode("fp8", _rows(np.random.default_rng(0)))
+    op = kernel.describe(node)
+    with pytest.raises(ValueError):
+        kernel.check_launch(op, L(128, 32))  # 128 columns do not tile 64
+    with pytest.raises(ValueError):
+        kernel.check_launch(op, L(32, 128))  # a K step across two fp8 scale blocks
+    with pytest.raises(ValueError):
+        kernel.check_launch(op, L(32, 64, 8))  # 8 splits of 64 do not fit 256
+
+
+# ---------------------------------------------------------------- dispatch
+
+
+def _uses_kernel(fn, *args) -> bool:
+    return "pallas_call" in str(jax.make_jaxpr(fn)(*args))
+
+
+def test_dispatch_rules_and_multi_dim_weights(monkeypatch, caplog):
+    rng = np.random.default_rng(3)
+    node, _ = _encode("nvfp4", _rows(rng), in_shape=(4, K // 4))
+    x = jnp.asarray(rng.standard_normal((2, 1, 4, K // 4)), jnp.float32)
+    call = lambda impl: lambda a: api.quant_matmul(a, node, contract=2, impl=impl)  # noqa: E731
+    monkeypatch.delenv(api.ENV_VAR, raising=False)
+    assert _uses_kernel(call("kernel"), x)
+    assert not _uses_kernel(call("ref"), x)
+    assert _uses_kernel(call("auto"), x) == (jax.default_backend() == "gpu")
+    got = call("kernel")(x)
+    assert got.shape == (2, 1, N)
+    _check(got, call("ref")(x), jnp.float32)
+    monkeypatch.setenv(api.ENV_VAR, "kernel")
+    assert _uses_kernel(call(None), x)
+    assert not _uses_kernel(call(None), jnp.zeros((17, 4, K // 4)))  # prefill-sized: the reference
+    odd, _ = _encode("nvfp4", _rows(rng, n=24))  # 24 rows: no power-of-two column block
+    with caplog.at_level("WARNING", logger=api.__name__):
+        assert not _uses_kernel(lambda a: api.quant_matmul(a, odd), jnp.zeros((2, K)))
+    assert "does not read" in caplog.text
+    monkeypatch.setenv(api.ENV_VAR, "ref")
+    assert not _uses_kernel(call(None), x)
+    monkeypatch.setenv(api.ENV_VAR, "fast")
+    with pytest.raises(ValueError, match=api.ENV_VAR):
+        call(None)(x)
+
+
+# ---------------------------------------------------------------- the GPU lowering, checked on the CPU
+
+
+def _abstract_node(fmt: str, k: int, n: int):
+    spec = jax.ShapeDtypeStruct
+    geo = dict(shape=(k, n), in_dims=1, expert_dims=0)
+    if fmt == "fp8":
+        return Fp8BlockWeight(weight=spec((n, k), jnp.float8_e4m3fn), scale=spec((n // 128, k // 128), jnp.float32),
+                              **geo)
+    if fmt == "nvfp4":
+        return Nvfp4Weight(packed=spec((n, k // 2), jnp.uint8), block_scale=spec((n, k // 16), jnp.float8_e4m3fn),
+                           global_scale=spec((), jnp.float32), **geo)
+    if fmt == "mxfp4":
+        return Mxfp4Weight(packed=spec((n, k // 2), jnp.uint8), scale=spec((n, k // 32), jnp.uint8), **geo)
+    bits, group = (4, 128) if fmt == "int4" else (8, 64)
+    values = spec((n, k // 2), jnp.uint8) if bits == 4 else spec((n, k), jnp.int8)
+    zero = spec((n, k // group), jnp.int8) if bits == 4 else None
+    return IntWeight(values=values, scale=spec((n, k // group), jnp.bfloat16), zero_point=zero, bits=bits,
+                     group_size=group, **geo)
+
+
+@pytest.mark.parametrize("rows,fmt,k,n", [(1, "fp8", 4096, 6144), (16, "fp8", 14336, 4096), (4, "nvfp4", 4096, 4096),
+                                          (1, "mxfp4", 4096, 28672), (3, "int4", 4096, 4096), (1, "int8", 4096, 4096)])
+def test_kernel_lowers_to_valid_triton_modules_at_llama_shapes(rows, fmt, k, n, monkeypatch):
+    """Lower for CUDA without a GPU and verify the Triton module (mistyped loop bounds, fill values for fp8
+    loads and the like otherwise only fail inside XLA's GPU compile)."""
+    from jax._src.pallas.triton import lowering as triton_lowering  # the Triton lowering pallas_call uses
+
+    lower = triton_lowering.lower_jaxpr_to_triton_module
+    verified = []
+
+    def lower_and_verify(*args, **kwargs):
+        result = lower(*args, **kwargs)
+        verified.append(result.module.operation.verify())  # raises MLIRError when invalid
+        return result
+
+    monkeypatch.setattr(triton_lowering, "lower_jaxpr_to_triton_module", lower_and_verify)
+    node = _abstract_node(fmt, k, n)
+    x = jax.ShapeDtypeStruct((rows, k), jnp.bfloat16)
+    assert kernel.supports(rows, node)
+    lowered = jax.jit(lambda a, w: kernel.quant_gemv(a, w)).trace(x, node).lower(lowering_platforms=("cuda",))
+    assert verified == [True] and "quant_gemv" in lowered.as_text()
+
+
+# ---------------------------------------------------------------- a tiny quantized model
+
+
+def test_tiny_fp8_model_decodes_the_same_with_the_kernel_and_the_reference(monkeypatch):
+    runtime_tests = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime")
+    model_tests = os.path.join(os.path.dirname(runtime_tests), "models")
+    monkeypatch.syspath_prepend(runtime_tests)
+    monkeypatch.syspath_prepend(model_tests)
+    from engine_harness import MODEL_DIR, small_engine_config
+    import paged_runner
+
+    from dgjax.config import ModelConfig
+    from dgjax.runtime.loading import load_model
+
+    cfg = ModelConfig.from_dir(MODEL_DIR)
+    ecfg = small_engine_config(quantize="fp8", load_format="dummy", decode_buckets=(1,), prefill_buckets=(16,))
+    loaded = load_model(MODEL_DIR, cfg, ecfg, 64)
+    assert isinstance(loaded.params.layers[0].attn.o, Fp8BlockWeight)
+    prompt = [12, 400, 77, 1030, 5, 999, 63]
+    results, traced = {}, {}
+    real_gemv = kernel.quant_gemv
+
+    def counted(*args, **kwargs):
+        traced[impl] += 1
+        return real_gemv(*args, **kwargs)
+
+    monkeypatch.setattr(api.kernel, "quant_gemv", counted)
+    step = paged_runner.step_logits.__wrapped__  # jitted afresh per impl below: jit caches traces per function
+    for impl in ("ref", "kernel"):
+        traced[impl] = 0
+        monkeypatch.setenv(api.ENV_VAR, impl)  # read at trace time: trace afresh for each
+        monkeypatch.setattr(paged_runner, "step_logits", jax.jit(lambda p, kv, b, cfg: step(p, kv, b, cfg),
+                                                                 static_argnames=("cfg",)))
+        runner = paged_runner.PagedRunner(cfg, loaded.params, loaded.mesh)
+        tokens = runner.greedy("seq", prompt, 4)
+        results[impl] = (tokens, runner.step([("seq", [tokens[-1]])], 1)[0])
+    assert traced["ref"] == 0 and traced["kernel"] >= 7 * cfg.num_hidden_layers  # q k v o gate up down per layer
+    assert results["kernel"][0] == results["ref"][0]
+    np.testing.assert_allclose(results["kernel"][1], results["ref"][1], atol=1e-4, rtol=1e-4)
