@@ -84,3 +84,20 @@ def test_reference_equals_unfused_composition():
     np.testing.assert_array_equal(np.asarray(out), np.asarray(want))
     np.testing.assert_array_equal(np.asarray(k_pages), np.asarray(kp))
     assert float(jnp.max(jnp.abs(out[-1]))) == 0.0  # padding row
+
+
+@pytest.mark.parametrize("qk_norm,rot,splits", [(False, 128, 1), (True, 128, 17), (True, 64, 4)])
+def test_kernel_lowers_to_valid_triton_modules_at_llama_shapes(qk_norm, rot, splits, verified_triton_lowering):
+    """Lower for CUDA without a GPU (llama/qwen3 heads; partial rotary) and verify the Triton module."""
+    b, kvh, g, d, pages, ps, width = 2, 8, 4, 128, 64, 16, 32
+    spec = jax.ShapeDtypeStruct
+    args = [spec((b, kvh, g + 2, d), jnp.bfloat16), spec((b, rot), jnp.float32), spec((b, rot), jnp.float32),
+            spec((pages, ps, kvh, d), jnp.bfloat16), spec((pages, ps, kvh, d), jnp.bfloat16),
+            spec((b, width), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32)]
+    args += [spec((d,), jnp.bfloat16)] * 2 if qk_norm else []
+
+    def run(*a):
+        return kernel.fused_decode_attention(*a, scale=d**-0.5, num_splits=splits)
+
+    lowered = jax.jit(run).trace(*args).lower(lowering_platforms=("cuda",))
+    assert verified_triton_lowering == [True] and "fused_decode_attention" in lowered.as_text()

@@ -271,20 +271,10 @@ def _abstract_node(fmt: str, experts: int, k: int, n: int):
 
 @pytest.mark.parametrize("tokens,fmt", [(1, "plain"), (16, "plain"), (3, "fp8"), (1, "nvfp4"), (2, "mxfp4"),
                                         (4, "int4"), (1, "int8")])
-def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, monkeypatch):
+def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, verified_triton_lowering):
     """Lower for CUDA without a GPU and verify every Triton module (catches e.g. mistyped loop bounds,
     which otherwise only fail inside XLA's GPU compile)."""
-    from jax._src.pallas.triton import lowering as triton_lowering  # the Triton lowering pallas_call uses
-
-    lower = triton_lowering.lower_jaxpr_to_triton_module
-    verified = []
-
-    def lower_and_verify(*args, **kwargs):
-        result = lower(*args, **kwargs)
-        verified.append(result.module.operation.verify())  # raises MLIRError when invalid
-        return result
-
-    monkeypatch.setattr(triton_lowering, "lower_jaxpr_to_triton_module", lower_and_verify)
+    verified = verified_triton_lowering
     experts, embed, ffw, top_k = 128, 2048, 768, 8
     spec = jax.ShapeDtypeStruct
     gate, down = _abstract_node(fmt, experts, embed, ffw), _abstract_node(fmt, experts, ffw, embed)

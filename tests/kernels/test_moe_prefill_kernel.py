@@ -163,20 +163,10 @@ def test_dispatch_rules(monkeypatch, caplog):
 
 
 @pytest.mark.parametrize("fmt", ["plain", "fp8"])
-def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(fmt, monkeypatch):
+def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(fmt, verified_triton_lowering):
     """Lower for CUDA without a GPU and verify every Triton module (catches e.g. mistyped loop bounds,
     which otherwise only fail inside XLA's GPU compile)."""
-    from jax._src.pallas.triton import lowering as triton_lowering  # the Triton lowering pallas_call uses
-
-    lower = triton_lowering.lower_jaxpr_to_triton_module
-    verified = []
-
-    def lower_and_verify(*args, **kwargs):
-        result = lower(*args, **kwargs)
-        verified.append(result.module.operation.verify())  # raises MLIRError when invalid
-        return result
-
-    monkeypatch.setattr(triton_lowering, "lower_jaxpr_to_triton_module", lower_and_verify)
+    verified = verified_triton_lowering
     experts, embed, ffw, rows = 128, 2048, 768, 2048 * 8
     spec = jax.ShapeDtypeStruct
 

@@ -183,20 +183,10 @@ def _abstract_node(fmt: str, k: int, n: int):
 
 @pytest.mark.parametrize("rows,fmt,k,n", [(1, "fp8", 4096, 6144), (16, "fp8", 14336, 4096), (4, "nvfp4", 4096, 4096),
                                           (1, "mxfp4", 4096, 28672), (3, "int4", 4096, 4096), (1, "int8", 4096, 4096)])
-def test_kernel_lowers_to_valid_triton_modules_at_llama_shapes(rows, fmt, k, n, monkeypatch):
+def test_kernel_lowers_to_valid_triton_modules_at_llama_shapes(rows, fmt, k, n, verified_triton_lowering):
     """Lower for CUDA without a GPU and verify the Triton module (mistyped loop bounds, fill values for fp8
     loads and the like otherwise only fail inside XLA's GPU compile)."""
-    from jax._src.pallas.triton import lowering as triton_lowering  # the Triton lowering pallas_call uses
-
-    lower = triton_lowering.lower_jaxpr_to_triton_module
-    verified = []
-
-    def lower_and_verify(*args, **kwargs):
-        result = lower(*args, **kwargs)
-        verified.append(result.module.operation.verify())  # raises MLIRError when invalid
-        return result
-
-    monkeypatch.setattr(triton_lowering, "lower_jaxpr_to_triton_module", lower_and_verify)
+    verified = verified_triton_lowering
     node = _abstract_node(fmt, k, n)
     x = jax.ShapeDtypeStruct((rows, k), jnp.bfloat16)
     assert kernel.supports(rows, node)
