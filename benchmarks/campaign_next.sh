@@ -11,3 +11,7 @@ DGJAX_MOE_PREFILL=kernel timeout 120 python3 -m benchmarks.decode_bench --preset
     --concurrency 1,4 --prefill 2048 --decode-tokens 64 --out $OUT >> $L 2>&1
 timeout 60 python3 -m benchmarks.profile_decode --preset qwen3-30b-a3b --concurrency 1 --ticks 10 --top 30 \
     --hlo-dump --out /tmp/prof >> $L 2>&1
+timeout 150 python3 -m benchmarks.decode_bench --preset glm-4.5-air --quantize fp8 --contexts 1024 --concurrency 1,4 \
+    --prefill 2048 --decode-tokens 64 --out $OUT >> $L 2>&1
+timeout 120 python3 -m benchmarks.decode_bench --preset qwen3-30b-a3b --quantize fp8 --contexts 1024 --concurrency 1 \
+    --prefill 2048 --decode-tokens 64 --out $OUT >> $L 2>&1

@@ -102,6 +102,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--trace-tokens", type=int, default=40,
                    help="steady ticks of the second, profiled run of each decode case (device time, idle share)")
     p.add_argument("--kv-cache-dtype", default="auto", help="auto | bfloat16 | fp8_e4m3")
+    p.add_argument("--quantize", default="none",
+                   help="convert the random weights at load: none | fp8 | nvfp4 | nvfp4-experts | fp8+nvfp4-experts")
     p.add_argument("--reference", action="store_true",
                    help="also decode at the first context with C=1 and the largest C through the plain-jnp "
                         "path (reference attention, unfused projections) for the kernels' speedup")
@@ -162,7 +164,7 @@ def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, c
         decode_max_tokens(context, concurrency, min(args.trace_tokens, args.decode_tokens), args.prefill_chunk),
         args.timeout))
     ticks = steady_tick_stats(traced, cfg.num_hidden_layers)
-    weights = roofline.decode_weight_bytes(cfg, dtype, concurrency)
+    weights = roofline.decode_weight_bytes_of(be.engine._loaded.params, cfg, concurrency)
     kv = roofline.decode_kv_bytes(cfg, kv_dtype(args, dtype), window.mean_context * concurrency)
     step_bytes = weights + kv
     ms = window.ms_per_step
@@ -217,7 +219,9 @@ def run_preset(preset: str, args, base: dict, log: Progress) -> tuple[dict, str]
         matmul = base["ceiling"]["matmul_flops_per_s"]
         result = dict(base, preset=preset, model=model_facts(cfg, PRESETS[preset], dtype),
                       engines=[], decode=[], prefill=[], errors=[], notes=NOTES, timings=dict(base["timings"]))
-        label = preset if args.kv_cache_dtype == "auto" else f"{preset}-kv-{args.kv_cache_dtype}"
+        label = preset if args.quantize == "none" else f"{preset}-{args.quantize.replace('+', '-')}"
+        label = label if args.kv_cache_dtype == "auto" else f"{label}-kv-{args.kv_cache_dtype}"
+        result["quantize"] = args.quantize
         result["kv_cache_dtype"] = str(kv_dtype(args, dtype))
         result["reference"] = []
         stem = report.result_stem(args.out, result["date"], label, report.platform_slug(base["machine"]["device_kind"]))
@@ -238,7 +242,8 @@ def run_preset(preset: str, args, base: dict, log: Progress) -> tuple[dict, str]
                 plan = dataclasses.replace(plan, decode_buckets=tuple(args.decode_buckets),
                                            max_concurrency=max(plan.max_concurrency, *args.decode_buckets))
             config = engine_config(plan, dtype=args.dtype, page_size=args.page_size,
-                                   chunk=args.prefill_chunk, seed=args.seed, kv_cache_dtype=args.kv_cache_dtype)
+                                   chunk=args.prefill_chunk, seed=args.seed, kv_cache_dtype=args.kv_cache_dtype,
+                                   quantize=args.quantize)
             saved_env = {k: os.environ.get(k) for k in REFERENCE_ENV}
             if plan.reference:  # read when the engine loads (fusion) and traces (attention)
                 os.environ.update(REFERENCE_ENV)

@@ -77,9 +77,9 @@ def plan_engines(contexts: list[int], concurrency: list[int], prefills: list[int
 
 
 def engine_config(plan: EnginePlan, *, dtype: str, page_size: int, chunk: int, seed: int,
-                  kv_cache_dtype: str = "auto") -> EngineConfig:
+                  kv_cache_dtype: str = "auto", quantize: str = "none") -> EngineConfig:
     return EngineConfig(
-        dtype=dtype, kv_cache_dtype=kv_cache_dtype, load_format="dummy", max_model_len=plan.max_model_len,
+        dtype=dtype, kv_cache_dtype=kv_cache_dtype, quantize=quantize, load_format="dummy", max_model_len=plan.max_model_len,
         max_concurrency=plan.max_concurrency, page_size=page_size, num_pages=plan.num_pages,
         decode_buckets=plan.decode_buckets, prefill_buckets=(chunk,), enable_prefix_cache=False,
         aot_logprob_variants=False, seed=seed,

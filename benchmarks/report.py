@@ -154,7 +154,7 @@ def summary_table(results: list[dict]) -> str:
     for r in results:
         c = r["ceiling"]
         kv = r.get("kv_cache_dtype")
-        out.append(f"{r['preset']} (KV {kv}) on {r['machine']['device_kind']}: read ceiling "
+        out.append(f"{r['preset']} (weights {r.get('quantize', 'none')}, KV {kv}) on {r['machine']['device_kind']}: read ceiling "
                    f"{c['read_bytes_per_s'] / 1e12:.3f} TB/s, matmul {c['matmul_flops_per_s'] / 1e12:.1f} TFLOP/s")
         out.append(f"{'ctx':>6} {'C':>3} {'ms/step':>8} {'tok/s/str':>9} {'tok/s':>8} {'GB/step':>8} "
                    f"{'%ceil':>6} {'dev ms':>7} {'%idle':>6}")

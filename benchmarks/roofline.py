@@ -63,6 +63,26 @@ def decode_weight_bytes(cfg: ModelConfig, dtype, rows: int) -> int:
     return total - embed_bytes(cfg, dtype) + rows * cfg.hidden_size * jnp.dtype(dtype).itemsize
 
 
+def _nbytes(tree) -> int:
+    return sum(int(x.nbytes) for x in jax.tree_util.tree_leaves(tree))
+
+
+def decode_weight_bytes_of(params, cfg: ModelConfig, rows: int) -> int:
+    """`decode_weight_bytes` measured on a loaded parameter tree, so packed formats (--quantize, quantized
+    checkpoints) count the bytes they really hold: packed values plus their scales."""
+    total = _nbytes(params) - _nbytes(getattr(params, "mtp", ()))
+    layers = getattr(params, "layers", ())
+    experts = sum(_nbytes(n) for n in jax.tree_util.tree_leaves(layers, is_leaf=lambda x: isinstance(x, ExpertParams))
+                  if isinstance(n, ExpertParams))
+    if experts:
+        touched = expected_distinct_experts(cfg.num_experts, cfg.num_experts_per_tok, rows) / cfg.num_experts
+        total = total - experts + round(experts * touched)
+    if cfg.tie_word_embeddings:
+        return total
+    embed = params.embed
+    return total - _nbytes(embed) + rows * cfg.hidden_size * embed.dtype.itemsize
+
+
 def decode_kv_bytes(cfg: ModelConfig, dtype, total_context_tokens: float) -> float:
     """K/V bytes a step must read when its rows' contexts add up to `total_context_tokens`."""
     return kv_bytes_per_token(cfg, dtype) * total_context_tokens

@@ -83,3 +83,28 @@ def test_moe_prefill_flops_count_top_k_experts_per_token(preset):
     n = 100
     want = 2.0 * per_token * n + 4.0 * layers * q * n * (n + 1) / 2 + 2.0 * e * hf["vocab_size"]
     assert roofline.prefill_flops(cfg, n) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "tiny-moe"])
+def test_bytes_of_loaded_params_equal_the_spec_count_and_shrink_with_quantization(preset):
+    """decode_bench counts the loaded tree's bytes (packed formats included); for bf16 that is the spec count."""
+    import jax
+
+    from dgjax import sharding
+    from dgjax.checkpoint.convert import convert_params, parse_quantize
+    from dgjax.checkpoint.hf_names import hf_sources
+    from dgjax.models.params import init_params
+    from dgjax.models.registry import get_family
+
+    cfg = ModelConfig.from_hf_dict(PRESETS[preset])
+    mesh, rules = sharding.make_mesh(1), sharding.DEFAULT_RULES
+    specs = get_family(cfg).param_specs(cfg, jnp.bfloat16)
+    params = init_params(specs, jax.random.key(0), mesh, rules)
+    for rows in (1, 4):
+        assert roofline.decode_weight_bytes_of(params, cfg, rows) == roofline.decode_weight_bytes(cfg, jnp.bfloat16, rows)
+    fp8 = convert_params(params, hf_sources(cfg), specs, parse_quantize("fp8"), mesh, rules)
+    bf16_bytes, fp8_bytes = (roofline.decode_weight_bytes_of(p, cfg, 1) for p in (params, fp8))
+    # projections drop to one byte (plus block scales); embedding, lm_head, norms and routers stay
+    assert fp8_bytes < bf16_bytes
+    kept = 2 * cfg.hidden_size * (1 + cfg.vocab_size * (1 if cfg.tie_word_embeddings else 2))
+    assert fp8_bytes > (bf16_bytes - kept) / 2
