@@ -5,6 +5,12 @@ The server picks a tool-call format and a reasoning parser once (from the chat t
 incremental parsers, fed the engine's text deltas. Reasoning is split off first, so markup inside
 the reasoning is never read as a tool call. Tool calls are parsed only when the request sends
 `tools` and `tool_choice` is not "none".
+
+A call of a declared OpenAI custom tool comes back as `{"type": "custom", "custom": {"name",
+"input"}}`, streamed as a header delta (`custom.input` "") and then the whole input. The openai
+SDK's plain `create(stream=True)` passes those deltas through (as extra fields: its delta type
+only declares function calls); its accumulating `chat.completions.stream` helper (openai 3.57)
+handles only function calls and fails on a custom one.
 """
 
 from __future__ import annotations

@@ -115,8 +115,10 @@ DEEPSEEK_V31 = ToolCallFormat(
     markers=_DS,
 )
 
-# Qwen3-Coder: <tool_call>\n<function=NAME>\n<parameter=K>\nV\n</parameter>\n</function>\n</tool_call>
-# A custom tool's raw input stands where the parameters would: <function=NAME>\n<input>\n</function>.
+# Qwen3-Coder:
+# <tool_call>\n<function=NAME>\n<parameter=K>\nV\n</parameter>\n</function>\n</tool_call>
+# A custom tool's raw input stands where the parameters would:
+# <function=NAME>\n<input>\n</function>.
 QWEN3_CODER = ToolCallFormat(
     name="qwen3_coder",
     trigger="<tool_call>",

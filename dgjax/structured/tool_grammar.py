@@ -8,8 +8,9 @@
   tool-call section or the JSON answer.
 
 A function's arguments are its JSON schema (strict: enforced exactly; otherwise leniently, see
-`json_schema`), or for the XML-style formats one tagged block per parameter (`xml_arguments`); a custom tool's input is its Lark grammar or regex, each compiled as its own
-llguidance subgrammar so its lexemes cannot clash with ours, or any text when it has no grammar.
+`json_schema`), or for the XML-style formats one tagged block per parameter (`xml_arguments`);
+a custom tool's input is its Lark grammar or regex, each compiled as its own llguidance subgrammar
+so its lexemes cannot clash with ours, or any text when it has no grammar.
 """
 
 from __future__ import annotations
@@ -122,7 +123,8 @@ class _Builder:
                                                  fmt.xml_arguments, self.text,
                                                  self._split_at_special, self.forbidden())
                 self.rules += rules
-                body = f"{self.text(fmt.function_prefix(tool.name))} {args} {self.text(fmt.function_suffix)}"
+                body = (f"{self.text(fmt.function_prefix(tool.name))} {args} "
+                        f"{self.text(fmt.function_suffix)}")
                 self.rules.append(f"{rule}: {body} {self.text(fmt.call_end)}")
             elif isinstance(tool, FunctionTool):
                 args = lark_json(tool.parameters, tool.strict)

@@ -145,7 +145,8 @@ class _Params:
 
 
 def xml_arguments_rule(rule: str, parameters: Any, strict: bool, style: XmlArguments,
-                       text: Callable[[str], str], split_at_special: Callable[[str], tuple[str, str]],
+                       text: Callable[[str], str],
+                       split_at_special: Callable[[str], tuple[str, str]],
                        forbidden: list[str]) -> tuple[str, list[str]]:
     """(Lark items for one function's argument blocks, the rules they use). `text` turns literal
     text into Lark items (special-token markers by id), `split_at_special` splits a closing text

@@ -112,7 +112,8 @@ def test_custom_calls_return_in_openai_shape_whole_and_streamed(scripted, script
 
 def test_a_custom_call_of_an_undeclared_tool_is_content(scripted):
     choice = complete(scripted, "custom", tools=TOOLS[1:])
-    assert choice["message"]["content"] == TEXTS["custom"] and choice["message"]["tool_calls"] == []
+    assert choice["message"]["content"] == TEXTS["custom"]
+    assert choice["message"]["tool_calls"] == []
     assert choice["finish_reason"] == "stop"
 
 
@@ -147,6 +148,8 @@ def test_a_malformed_past_custom_call_is_a_400(scripted):
 
 
 def test_openai_sdk_reads_custom_calls(scripted):
+    """Whole and plain-streamed. (The SDK's accumulating `chat.completions.stream` helper, openai
+    3.57, only knows function-call deltas and fails on a custom one: not used here.)"""
     client = scripted.openai()
     kwargs = dict(model="dgjax-test", messages=MESSAGES, tools=TOOLS, temperature=0,
                   logit_bias={str(scripted.script_ids["custom"][0]): 10})
@@ -172,8 +175,8 @@ def _valid_book(call: dict) -> dict:
 def test_forced_strict_calls_in_the_xml_format_are_valid(scripted, tool_choice):
     """Sampling at random from the allowed tokens: whatever comes out is a valid call."""
     r = scripted.http.post("/v1/chat/completions", json={
-        "messages": MESSAGES, "tools": [STRICT_BOOK], "tool_choice": tool_choice, "temperature": 1.0,
-        "seed": 3, "n": 2, "max_tokens": 160})
+        "messages": MESSAGES, "tools": [STRICT_BOOK], "tool_choice": tool_choice,
+        "temperature": 1.0, "seed": 3, "n": 2, "max_tokens": 160})
     assert r.status_code == 200, r.text
     for choice in r.json()["choices"]:
         calls = choice["message"]["tool_calls"]

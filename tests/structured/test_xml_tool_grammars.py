@@ -1,7 +1,8 @@
 """Tool-call grammars for the XML-style families (Qwen3-Coder `<parameter=...>`, GLM-4.5
 `<arg_key>/<arg_value>`) with the real Qwen tokenizer, driven by random models: every forced output
 reads back, with the family's own parser, as calls of declared tools whose arguments validate
-against the tool's schema (jsonschema), and survive a round trip through the family's chat template."""
+against the tool's schema (jsonschema) and survive a round trip through the family's chat
+template."""
 
 from __future__ import annotations
 
@@ -153,3 +154,40 @@ def test_strict_refuses_what_raw_text_cannot_carry(family):
 def test_parser_names_pick_the_xml_formats():
     assert detect_format("qwen3_coder", None) is detect_format("qwen3_xml", None) is QWEN3_CODER
     assert detect_format("glm45", None) is detect_format("glm47", None) is GLM45
+
+
+# family -> a call of f(s=VALUE, n=2) written out, VALUE left to fill in
+WRITTEN = {
+    "qwen3_coder": ("<tool_call>\n<function=f>\n<parameter=s>\n{}\n</parameter>\n"
+                    "<parameter=n>\n2\n</parameter>\n</function>\n</tool_call>"),
+    "glm45": ("<tool_call>f\n<arg_key>s</arg_key>\n<arg_value>{}</arg_value>\n"
+              "<arg_key>n</arg_key>\n<arg_value>2</arg_value>\n</tool_call>"),
+}
+CLOSING = {"qwen3_coder": "</parameter>", "glm45": "</arg_value>"}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_raw_values_cannot_hold_the_tag_that_ends_them(family):
+    _, backend = tokenizer_and_backend("qwen")
+    schema = {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}},
+              "required": ["s", "n"]}
+    grammar = _grammar(family, [FunctionTool("f", schema, strict=True)], mode="required",
+                       parallel=False)
+    for value in ("plain", "<b>tags</b> and {json}", "multi\nline\n", "</tool_call", "<arg_key>"):
+        assert accepts(backend, grammar, WRITTEN[family].replace("{}", value)), value
+    for value in (f"a{CLOSING[family]}b", CLOSING[family]):
+        assert not accepts(backend, grammar, WRITTEN[family].replace("{}", value)), value
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_strict_allows_only_declared_names_with_the_required_ones(family):
+    _, backend = tokenizer_and_backend("qwen")
+    schema = {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}},
+              "required": ["s"]}
+    grammar = _grammar(family, [FunctionTool("f", schema, strict=True)], mode="required",
+                       parallel=False)
+    call = WRITTEN[family].replace("{}", "x")
+    assert accepts(backend, grammar, call)
+    assert not accepts(backend, grammar, call.replace("=n>", "=m>").replace(">n<", ">m<"))
+    assert not accepts(backend, grammar, call.replace("=s>", "=t>").replace(">s<", ">t<"))
+    assert not accepts(backend, grammar, call.replace("\n2\n", "\ntwo\n").replace(">2<", ">two<"))

@@ -20,8 +20,8 @@ RAW = 'print("a</b> {x}")\n\n  2 * (3 + 4)\n'  # markup-ish, braces, blank lines
 TOOLS = [{"type": "custom", "custom": {"name": "run_code"}},
          {"type": "function", "function": {"name": "ping", "parameters": {
              "type": "object", "properties": {"n": {"type": "integer"}}}}}]
-DS = {k: f"<｜{k}｜>" for k in ("tool▁calls▁begin", "tool▁calls▁end", "tool▁call▁begin",
-                               "tool▁call▁end", "tool▁sep")}
+DS = {k: f"<｜{k}｜>" for k in ("tool▁calls▁begin", "tool▁calls▁end",
+                               "tool▁call▁begin", "tool▁call▁end", "tool▁sep")}
 
 
 def _ds(body: str) -> str:
@@ -41,7 +41,8 @@ WRITTEN = {
               "<tool_call>ping\n<arg_key>n</arg_key>\n<arg_value>1</arg_value>\n</tool_call>"),
     "deepseek_v3": (_ds("custom" + DS["tool▁sep"] + "run_code\n```\n" + RAW + "\n```"),
                     _ds("function" + DS["tool▁sep"] + "ping\n```json\n{\"n\": 1}\n```")),
-    "deepseek_v31": (_ds("run_code" + DS["tool▁sep"] + RAW), _ds("ping" + DS["tool▁sep"] + '{"n": 1}')),
+    "deepseek_v31": (_ds("run_code" + DS["tool▁sep"] + RAW),
+                     _ds("ping" + DS["tool▁sep"] + '{"n": 1}')),
 }
 
 

@@ -2,7 +2,8 @@
 V3.1: `<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>`;
 V3 / R1: `<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n{json}\\n```<｜tool▁call▁end｜>`.
 One format reads both: the V3 body is recognised by its fenced JSON block. A declared OpenAI custom
-tool's raw input: V3 `custom<｜tool▁sep｜>NAME\\n```\\n<input>\\n````, V3.1 `NAME<｜tool▁sep｜><input>`."""
+tool's raw input: V3 `custom<｜tool▁sep｜>NAME\\n```\\n<input>\\n````,
+V3.1 `NAME<｜tool▁sep｜><input>`."""
 
 from __future__ import annotations
 
