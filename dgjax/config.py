@@ -150,6 +150,9 @@ class EngineConfig:
     enable_prefix_cache: bool = True
     # Also compile the top-logprobs / prompt-logprobs variants ahead of time (else on first use).
     aot_logprob_variants: bool = True
+    # Also compile the split tick (forward-only + sampling-with-grammar-mask) that constrained requests
+    # use ahead of time (else on the first constrained request).
+    aot_structured_variants: bool = True
     compilation_cache_dir: str | None = None  # None: $DGJAX_CACHE_DIR or ~/.cache/dgjax/xla
     tensor_parallel: int = 1
     # MoE: split the routed experts over the tensor-parallel devices (whole experts per device) instead

@@ -63,6 +63,8 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
                    action="store_false", help="disable prefix caching")
     e.add_argument("--tensor-parallel", "--tensor-parallel-size", "-tp", type=int,
                    default=d.tensor_parallel)
+    e.add_argument("--lazy-structured-compile", dest="aot_structured", action="store_false",
+                   help="compile the constrained-decoding tick on the first grammar request, not at startup")
     e.add_argument("--enable-expert-parallel", "--expert-parallel", dest="expert_parallel", action="store_true",
                    help="MoE: place whole routed experts on each tensor-parallel device")
     e.add_argument("--compilation-cache-dir", default=None,
@@ -85,6 +87,7 @@ def engine_config_from_args(a: argparse.Namespace) -> EngineConfig:
         decode_buckets=a.decode_buckets,
         prefill_buckets=a.prefill_buckets,
         enable_prefix_cache=a.prefix_cache,
+        aot_structured_variants=a.aot_structured,
         compilation_cache_dir=a.compilation_cache_dir,
         tensor_parallel=a.tensor_parallel,
         expert_parallel=a.expert_parallel,

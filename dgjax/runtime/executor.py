@@ -37,7 +37,8 @@ class Executor:
     """Owns the parameters, the device state and the compiled step executables."""
 
     def __init__(self, family, cfg, mesh, params, state: DeviceState, *, decode_buckets,
-                 prefill_buckets, max_pages_per_seq: int, aot_logprob_variants: bool = True):
+                 prefill_buckets, max_pages_per_seq: int, aot_logprob_variants: bool = True,
+                 aot_structured_variants: bool = True):
         self.family = family
         self.cfg = cfg
         self.mesh = mesh
@@ -47,6 +48,7 @@ class Executor:
         self.prefill_buckets = tuple(sorted(prefill_buckets))
         self.max_pages_per_seq = max_pages_per_seq
         self.aot_logprob_variants = aot_logprob_variants
+        self.aot_structured_variants = aot_structured_variants
         self.num_slots = state.last_tokens.shape[0] - 1
         self.pad_slot = self.num_slots
         self._replicated = NamedSharding(mesh, PartitionSpec())
@@ -87,11 +89,12 @@ class Executor:
         tops = (0, MAX_TOP_LOGPROBS) if self.aot_logprob_variants else (0,)
         plps = (False, True) if self.aot_logprob_variants else (False,)
         jobs = [("decode", (w, k)) for w in self.decode_buckets for k in tops]
-        jobs += [("decode_forward", w) for w in self.decode_buckets]
-        # One sampling half per width, with top-logprobs when those are compiled ahead of time at
-        # all: it also serves ticks that want none (a wasted top-k only while grammars run), which
-        # keeps the split tick's cost at about one extra forward-only compile per width.
-        jobs += [("decode_sample", (w, max(tops))) for w in self.decode_buckets]
+        if self.aot_structured_variants:
+            jobs += [("decode_forward", w) for w in self.decode_buckets]
+            # One sampling half per width, with top-logprobs when those are compiled ahead of time at
+            # all: it also serves ticks that want none (a wasted top-k only while grammars run), which
+            # keeps the split tick's cost at about one extra forward-only compile per width.
+            jobs += [("decode_sample", (w, max(tops))) for w in self.decode_buckets]
         jobs += [("prefill", (c, p)) for c in self.prefill_buckets for p in plps]
         jobs.append(("init_slot", None))
         for i, (kind, key) in enumerate(jobs):

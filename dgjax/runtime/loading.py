@@ -146,5 +146,6 @@ def load_model(model_dir: str, cfg: ModelConfig, ecfg: EngineConfig, max_model_l
         prefill_buckets=ecfg.prefill_buckets,
         max_pages_per_seq=math.ceil(max_model_len / ecfg.page_size),
         aot_logprob_variants=ecfg.aot_logprob_variants,
+        aot_structured_variants=ecfg.aot_structured_variants,
     )
     return LoadedModel(family, mesh, params, pool, executor, dtype)

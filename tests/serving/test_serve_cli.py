@@ -52,7 +52,8 @@ def test_serve_entry_point_starts_serves_and_stops_on_sigterm(tmp_path):
            "--served-model-name", "cli-model", "--api-key", "cli-key", "--dtype", "float32",
            "--max-model-len", "512", "--max-concurrency", "4", "--page-size", "16",
            "--num-pages", "160", "--decode-buckets", "1,4", "--prefill-buckets", "64,256",
-           "--no-prefix-cache", "--max-body-bytes", "1k", "--shutdown-timeout", "5"]
+           "--no-prefix-cache", "--lazy-structured-compile", "--max-body-bytes", "1k",
+           "--shutdown-timeout", "5"]
     # the same buckets as the in-process servers: executables come from the compilation cache
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
