@@ -28,6 +28,7 @@ import numpy as np
 from benchmarks.ceilings import measure_read_ceiling, time_async
 from benchmarks.moe_experts_bench import SMOKE, _all_layers, _experts, _routing
 from benchmarks.presets import PRESETS
+from benchmarks.stage_sweep import sweep_two_stages
 from dgjax.config import ModelConfig
 from dgjax.models import moe
 from dgjax.pallas.moe_decode import kernel, ref
@@ -139,37 +140,10 @@ def sweep_configs(experts: moe.ExpertParams, tokens: int, top_k: int, smoke: boo
 
 def run_sweep(time_kernel, experts: moe.ExpertParams, tokens: int, top_k: int, base: kernel.Config,
               base_us: float, want, layers: int, smoke: bool) -> tuple[float, kernel.Config]:
-    """Time every sweep config (each changes one stage's tiles, or both stages' warps / stages), then the
-    best gate_up launch with the best down launch; print each, return the fastest (µs per layer, config)."""
+    """Sweep the decode kernel's launches at `tokens` tokens (benchmarks/stage_sweep.py); µs per layer."""
     print(f"  sweep at T={tokens} (default {base_us:.1f} µs):", flush=True)
-    best = (base_us, base)
-    best_stage = {"gate_up": (base_us, base.gate_up), "down": (base_us, base.down)}
-
-    def timed(c: kernel.Config) -> float | None:
-        sec, out = time_kernel(c)
-        if sec is None:
-            print(f"    {_fmt_config(c)}: failed ({out})", flush=True)
-            return None
-        err, _ = _err(out, want)
-        print(f"    {_fmt_config(c)}: {1e6 * sec / layers:8.1f} µs/layer, err {err:.1e}", flush=True)
-        return 1e6 * sec / layers if np.isfinite(err) else None
-
-    for c in sweep_configs(experts, tokens, top_k, smoke):
-        us = timed(c)
-        if us is None:
-            continue
-        best = min(best, (us, c), key=lambda b: b[0])
-        for stage in ("gate_up", "down"):
-            other = "down" if stage == "gate_up" else "gate_up"
-            if getattr(c, other) == getattr(base, other) and us < best_stage[stage][0]:
-                best_stage[stage] = (us, getattr(c, stage))
-    combined = kernel.Config(best_stage["gate_up"][1], best_stage["down"][1])
-    if combined not in (base, best[1]):
-        us = timed(combined)
-        if us is not None:
-            best = min(best, (us, combined), key=lambda b: b[0])
-    print(f"  best: {_fmt_config(best[1])} {best[0]:.1f} µs/layer", flush=True)
-    return best
+    return sweep_two_stages(time_kernel, sweep_configs(experts, tokens, top_k, smoke), base, base_us,
+                            lambda out: _err(out, want)[0], _fmt_config, layers, 1e6, "µs")
 
 
 def run_preset(preset: str, cfg: ModelConfig, formats, tokens_list, layers: int, calls: int, repeats: int,

@@ -33,6 +33,7 @@ from benchmarks.ceilings import measure_matmul_ceiling, measure_read_ceiling
 from benchmarks.moe_experts_bench import SMOKE, _experts, _routing
 from benchmarks.moe_kernel_check import _err, _quantized, _time
 from benchmarks.presets import PRESETS
+from benchmarks.stage_sweep import sweep_two_stages
 from dgjax.config import ModelConfig
 from dgjax.models import moe
 from dgjax.pallas.moe_prefill import api, kernel, ref
@@ -103,37 +104,10 @@ def sweep_configs(smoke: bool) -> list[kernel.Config]:
 
 
 def run_sweep(time_grouped, base_ms: float, want, layers: int, smoke: bool) -> tuple[float, kernel.Config]:
-    """Time every sweep config on the grouped GEMMs, then the best gate_up launch with the best down
-    launch; print each, return the fastest (ms per layer, config)."""
-    base = kernel.Config()
+    """Sweep the grouped GEMMs' launches (benchmarks/stage_sweep.py); ms per layer."""
     print(f"  sweep (grouped GEMMs; default {base_ms:.3f} ms):", flush=True)
-    best = (base_ms, base)
-    best_stage = {"gate_up": (base_ms, base.gate_up), "down": (base_ms, base.down)}
-
-    def timed(c: kernel.Config) -> float | None:
-        sec, out = time_grouped(c)
-        if sec is None:
-            print(f"    {_fmt_config(c)}: failed ({out})", flush=True)
-            return None
-        err, _ = _err(out, want)
-        print(f"    {_fmt_config(c)}: {1e3 * sec / layers:8.3f} ms/layer, err {err:.1e}", flush=True)
-        return 1e3 * sec / layers if np.isfinite(err) else None
-
-    for c in sweep_configs(smoke):
-        ms = timed(c)
-        if ms is None:
-            continue
-        best = min(best, (ms, c), key=lambda b: b[0])
-        for stage, other in (("gate_up", "down"), ("down", "gate_up")):
-            if getattr(c, other) == getattr(base, other) and ms < best_stage[stage][0]:
-                best_stage[stage] = (ms, getattr(c, stage))
-    combined = kernel.Config(best_stage["gate_up"][1], best_stage["down"][1])
-    if combined not in (base, best[1]):
-        ms = timed(combined)
-        if ms is not None:
-            best = min(best, (ms, combined), key=lambda b: b[0])
-    print(f"  best: {_fmt_config(best[1])} {best[0]:.3f} ms/layer", flush=True)
-    return best
+    return sweep_two_stages(time_grouped, sweep_configs(smoke), kernel.Config(), base_ms,
+                            lambda out: _err(out, want)[0], _fmt_config, layers, 1e3, "ms")
 
 
 def run_preset(preset: str, cfg: ModelConfig, formats, tokens_list, layers: int, calls: int, repeats: int,

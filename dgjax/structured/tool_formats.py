@@ -100,19 +100,14 @@ DEEPSEEK_V3 = ToolCallFormat(
 )
 
 # DeepSeek-V3.1: <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>
-DEEPSEEK_V31 = ToolCallFormat(
+DEEPSEEK_V31 = dataclasses.replace(
+    DEEPSEEK_V3,
     name="deepseek_v31",
-    trigger=_DS[0],
-    section_begin=_DS[0],
-    call_begin=_DS[2],
-    call_end=_DS[3],
     call_sep="",
-    section_end=_DS[1],
     function_prefix=lambda name: f"{name}{_DS[4]}",
     function_suffix="",
     custom_prefix=lambda name: f"{name}{_DS[4]}",
     custom_suffix="",
-    markers=_DS,
 )
 
 # Qwen3-Coder:
