@@ -40,6 +40,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas.launch import Launch, target_programs
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
 
@@ -49,19 +50,6 @@ ACTIVATIONS = ("silu", "swish")
 BLOCK_N_DEFAULTS = (64, 32, 16)  # 64 bf16 columns: 128-byte rows of an input-major tile
 BLOCK_K_DEFAULTS = (128, 64, 32, 16)
 MAX_SPLITS = 8
-PROGRAMS_PER_SM = 2
-H200_SMS = 132  # used when the device does not report its multiprocessor count
-
-
-@dataclasses.dataclass(frozen=True)
-class Launch:
-    """Tile and launch knobs of one stage: output columns and K rows per step, K splits, Triton params."""
-
-    block_n: int
-    block_k: int
-    splits: int = 1
-    num_warps: int = 4
-    num_stages: int = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,12 +69,6 @@ def supports(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str) -> boo
     tiles_exist = lambda o: (any(valid_block_n(o, b) for b in BLOCK_N_DEFAULTS)  # noqa: E731
                              and any(valid_block_k(o, b) for b in BLOCK_K_DEFAULTS))
     return tiles_exist(g) and tiles_exist(d)
-
-
-def target_programs() -> int:
-    """Programs worth launching: a couple per SM of the default device (H200's 132 SMs if unknown)."""
-    sms = getattr(jax.devices()[0], "core_count", None) if jax.default_backend() == "gpu" else None
-    return PROGRAMS_PER_SM * (sms or H200_SMS)
 
 
 def expected_live_slots(num_experts: int, top_k: int, tokens: int) -> float:

@@ -36,13 +36,13 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas.launch import target_programs
+
 _LOG2E = math.log2(math.e)
 MIN_DOT_ROWS = 16  # Triton's dot needs every dimension >= 16
 SUPPORTED_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16), jnp.dtype(jnp.float32))
 SCALED_DTYPES = (jnp.dtype(jnp.float8_e4m3fn),)  # pages that need k_scale / v_scale
 MAX_GROUP = 32  # q heads per KV head; a larger group's [G, D] accumulator would spill registers
-PROGRAMS_PER_SM = 2
-H200_SMS = 132  # used when the device does not report its multiprocessor count
 
 
 def supports(num_heads: int, kv_heads: int, head_dim: int, page_dtype) -> bool:
@@ -60,12 +60,6 @@ def supports(num_heads: int, kv_heads: int, head_dim: int, page_dtype) -> bool:
 def default_block_tokens(head_dim: int, page_dtype) -> int:
     """Keys per loop iteration: a 16 KB K tile (and one for V) per step keeps loads wide."""
     return max(16, min(128, 16384 // (head_dim * jnp.dtype(page_dtype).itemsize)))
-
-
-def target_programs() -> int:
-    """Programs worth launching: a couple per SM of the default device (H200's 132 SMs if unknown)."""
-    sms = getattr(jax.devices()[0], "core_count", None) if jax.default_backend() == "gpu" else None
-    return PROGRAMS_PER_SM * (sms or H200_SMS)
 
 
 def default_num_splits(batch: int, kv_heads: int, max_tokens: int, block_tokens: int,

@@ -33,6 +33,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas.launch import Launch, target_programs
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, valid_block_k, valid_block_n
 from dgjax.quant import is_quantized
@@ -41,19 +42,6 @@ MAX_ROWS = tiles.MIN_DOT  # one padded row tile
 BLOCK_N_DEFAULTS = (64, 128, 32, 16)
 ROW_BYTES_PER_STEP = 128
 MAX_SPLITS = 16
-PROGRAMS_PER_SM = 2
-H200_SMS = 132  # used when the device does not report its multiprocessor count
-
-
-@dataclasses.dataclass(frozen=True)
-class Launch:
-    """Output columns per program, K inputs per step, K splits, Triton params."""
-
-    block_n: int
-    block_k: int
-    splits: int = 1
-    num_warps: int = 4
-    num_stages: int = 3
 
 
 def _lift(a):
@@ -97,12 +85,6 @@ def supports(rows: int, w: Any, x_dtype: Any = jnp.bfloat16) -> bool:
     if op is None or not 1 <= rows <= MAX_ROWS or jnp.dtype(x_dtype) not in tiles.PLAIN_DTYPES:
         return False
     return any(valid_block_n(op, b) for b in BLOCK_N_DEFAULTS) and _block_k(op) is not None
-
-
-def target_programs() -> int:
-    """Programs worth launching: a couple per SM of the default device (H200's 132 SMs if unknown)."""
-    sms = getattr(jax.devices()[0], "core_count", None) if jax.default_backend() == "gpu" else None
-    return PROGRAMS_PER_SM * (sms or H200_SMS)
 
 
 def default_launch(op: Operand, programs: int | None = None) -> Launch:
