@@ -16,7 +16,6 @@ that fails to compile or run is reported, not fatal.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import time
@@ -28,7 +27,7 @@ import numpy as np
 from benchmarks.ceilings import measure_read_ceiling, time_async
 from benchmarks.moe_experts_bench import SMOKE, _all_layers, _experts, _routing
 from benchmarks.presets import PRESETS
-from benchmarks.stage_sweep import sweep_two_stages
+from benchmarks.stage_sweep import parse_check_args, sweep_two_stages
 from dgjax.config import ModelConfig
 from dgjax.models import moe
 from dgjax.pallas.moe_decode import kernel, ref
@@ -203,27 +202,11 @@ def print_table(rows: list[Row], ceiling: float) -> None:
 
 
 def main(argv=None) -> list[Row]:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.moe_kernel_check", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    moe_presets = sorted(k for k, v in PRESETS.items() if "moe" in v["model_type"])
-    ap.add_argument("--preset", action="append", choices=moe_presets)
-    ap.add_argument("--formats", default="bf16,fp8", help=f"comma-separated, of {FORMATS}")
-    ap.add_argument("--tokens", default="1,4,16")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--calls", type=int, default=20)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--sweep", action="store_true", help="sweep launch knobs at --sweep-tokens")
-    ap.add_argument("--sweep-tokens", default="1")
-    ap.add_argument("--smoke", action="store_true", help="tiny CPU shapes (kernel interpreted)")
-    if ap.parse_known_args(argv)[0].smoke:
-        ap.set_defaults(tokens="1,4", layers=2, calls=2, repeats=2)
-    args = ap.parse_args(argv)
+    parsed = parse_check_args(argv, prog="python -m benchmarks.moe_kernel_check", doc=__doc__, formats=FORMATS, tokens="1,4,16",
+                              layers=4, calls=20, repeats=5, sweep_tokens="1",
+                              smoke_defaults=dict(tokens="1,4", layers=2, calls=2, repeats=2))
+    args, formats, tokens, sweep_tokens = parsed.ns, parsed.formats, parsed.tokens, parsed.sweep_tokens
     t0 = time.perf_counter()
-    formats = [f for f in args.formats.split(",") if f]
-    if any(f not in FORMATS for f in formats):
-        raise SystemExit(f"--formats takes some of {FORMATS}, got {args.formats}")
-    tokens = [int(t) for t in args.tokens.split(",")]
-    sweep_tokens = {int(t) for t in args.sweep_tokens.split(",")} if args.sweep else set()
     print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}")
     ceiling = measure_read_ceiling(1 << 24 if args.smoke else 8 << 30, calls=2 if args.smoke else 10,
                                    repeats=2 if args.smoke else 5).bytes_per_s

@@ -20,7 +20,6 @@ or run is reported, not fatal.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import time
@@ -33,7 +32,7 @@ from benchmarks.ceilings import measure_matmul_ceiling, measure_read_ceiling
 from benchmarks.moe_experts_bench import SMOKE, _experts, _routing
 from benchmarks.moe_kernel_check import _err, _quantized, _time
 from benchmarks.presets import PRESETS
-from benchmarks.stage_sweep import sweep_two_stages
+from benchmarks.stage_sweep import parse_check_args, sweep_two_stages
 from dgjax.config import ModelConfig
 from dgjax.models import moe
 from dgjax.pallas.moe_prefill import api, kernel, ref
@@ -170,27 +169,11 @@ def print_table(rows: list[Row], read_bps: float, flops: float) -> None:
 
 
 def main(argv=None) -> list[Row]:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.moe_prefill_check", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    moe_presets = sorted(k for k, v in PRESETS.items() if "moe" in v["model_type"])
-    ap.add_argument("--preset", action="append", choices=moe_presets)
-    ap.add_argument("--formats", default="bf16,fp8", help=f"comma-separated, of {FORMATS}")
-    ap.add_argument("--tokens", default="2048,8192")
-    ap.add_argument("--layers", type=int, default=3)
-    ap.add_argument("--calls", type=int, default=5)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--sweep", action="store_true", help="sweep launch knobs at --sweep-tokens")
-    ap.add_argument("--sweep-tokens", default="2048")
-    ap.add_argument("--smoke", action="store_true", help="tiny CPU shapes (kernel interpreted)")
-    if ap.parse_known_args(argv)[0].smoke:
-        ap.set_defaults(tokens="24", layers=2, calls=1, repeats=1, sweep_tokens="24")
-    args = ap.parse_args(argv)
+    parsed = parse_check_args(argv, prog="python -m benchmarks.moe_prefill_check", doc=__doc__, formats=FORMATS, tokens="2048,8192",
+                              layers=3, calls=5, repeats=3, sweep_tokens="2048",
+                              smoke_defaults=dict(tokens="24", layers=2, calls=1, repeats=1, sweep_tokens="24"))
+    args, formats, tokens, sweep_tokens = parsed.ns, parsed.formats, parsed.tokens, parsed.sweep_tokens
     t0 = time.perf_counter()
-    formats = [f for f in args.formats.split(",") if f]
-    if any(f not in FORMATS for f in formats):
-        raise SystemExit(f"--formats takes some of {FORMATS}, got {args.formats}")
-    tokens = [int(t) for t in args.tokens.split(",")]
-    sweep_tokens = {int(t) for t in args.sweep_tokens.split(",")} if args.sweep else set()
     print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}; "
           f"{api.ENV_VAR} is not read here (paths are called directly)")
     read = measure_read_ceiling(1 << 22 if args.smoke else 8 << 30, calls=2 if args.smoke else 10,
