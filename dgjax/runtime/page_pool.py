@@ -45,12 +45,21 @@ def chain_hash(parent: bytes | None, tokens: Sequence[int],
     return h.digest()
 
 
+def salt_root(salt: str | None, digest_size: int = DEFAULT_DIGEST_SIZE) -> bytes | None:
+    """The chain root for a salted request (vLLM `cache_salt`): prefixes are shared only between
+    requests with the same salt. None: unsalted (the zero root)."""
+    if salt is None:
+        return None
+    return hashlib.blake2b(b"cache_salt\0" + salt.encode(), digest_size=digest_size).digest()
+
+
 @dataclasses.dataclass(eq=False)
 class _CacheEntry:
     page: int
     digest: bytes
     tokens: tuple[int, ...]
     parent: _CacheEntry | None  # None: the first page of a prompt
+    root: bytes | None = None  # the salt root a first page was hashed from (checked on match)
     children: set[_CacheEntry] = dataclasses.field(default_factory=set)
     alive: bool = True
 
@@ -63,6 +72,7 @@ class _Sequence:
     num_hashed_pages: int  # leading full pages already offered to the cache
     last_digest: bytes | None  # chain digest of the last hashed page (None: none hashed yet)
     last_entry: _CacheEntry | None  # cache entry holding that page's content
+    root: bytes | None = None  # salt root of its chain (see salt_root)
     hashing_stopped: bool = False  # its chain left the cache: no later page can be registered
 
 
@@ -91,35 +101,39 @@ class PagePool:
 
     # ---- admission ---------------------------------------------------------------------------
     def can_admit(self, max_total_tokens: int, prompt_token_ids: Sequence[int] = (),
-                  *, use_prefix_cache: bool = True) -> bool:
+                  *, use_prefix_cache: bool = True, salt: str | None = None) -> bool:
         """Would `reserve` succeed now? Without a prompt it ignores the cache (never optimistic)."""
-        matched = self._match(prompt_token_ids) if use_prefix_cache else []
+        matched = self._match(prompt_token_ids, self._root(salt)) if use_prefix_cache else []
         return self._fits(self._pages_for(max_total_tokens), matched)
 
     def reserve(self, seq_id: Hashable, prompt_token_ids: Sequence[int], max_total_tokens: int,
-                *, use_prefix_cache: bool = True) -> int:
+                *, use_prefix_cache: bool = True, salt: str | None = None) -> int:
         """Reserve pages for `max_total_tokens`, starting from the cached prefix of the prompt.
 
         Returns the number of prompt tokens whose KV is already cached (a page multiple, always
         less than the prompt length). Raises AdmissionError when it does not fit.
         """
         if not self.try_reserve(seq_id, prompt_token_ids, max_total_tokens,
-                                use_prefix_cache=use_prefix_cache):
+                                use_prefix_cache=use_prefix_cache, salt=salt):
             raise AdmissionError(
                 f"{seq_id!r} needs {self._pages_for(max_total_tokens)} pages, "
                 f"{self.num_available_pages} available")
         return self._seqs[seq_id].num_cached_tokens
 
     def try_reserve(self, seq_id: Hashable, prompt_token_ids: Sequence[int],
-                    max_total_tokens: int, *, use_prefix_cache: bool = True) -> bool:
-        """As `reserve`, but returns False instead of raising when it does not fit."""
+                    max_total_tokens: int, *, use_prefix_cache: bool = True,
+                    salt: str | None = None) -> bool:
+        """As `reserve`, but returns False instead of raising when it does not fit.
+
+        `salt` (vLLM's `cache_salt`) confines prefix sharing to requests with the same salt."""
         if seq_id in self._seqs:
             raise ValueError(f"sequence {seq_id!r} already holds a reservation")
         if max_total_tokens < len(prompt_token_ids):
             raise ValueError(f"max_total_tokens {max_total_tokens} is shorter than the prompt "
                              f"({len(prompt_token_ids)} tokens)")
         use_cache = use_prefix_cache and self._enabled
-        matched = self._match(prompt_token_ids) if use_cache else []
+        root = self._root(salt)
+        matched = self._match(prompt_token_ids, root) if use_cache else []
         max_pages = self._pages_for(max_total_tokens)
         if not self._fits(max_pages, matched):
             return False
@@ -131,8 +145,8 @@ class PagePool:
         num_cached = len(matched) * self.page_size
         self._seqs[seq_id] = _Sequence(
             pages=[e.page for e in matched], max_pages=max_pages, num_cached_tokens=num_cached,
-            num_hashed_pages=len(matched), last_digest=last.digest if last else None,
-            last_entry=last)
+            num_hashed_pages=len(matched), last_digest=last.digest if last else root,
+            last_entry=last, root=root)
         self._outstanding += max_pages - len(matched)
         if use_cache:
             self._queries_tokens += len(prompt_token_ids)
@@ -188,27 +202,32 @@ class PagePool:
                     self._free.append(page)
 
     # ---- prefix cache ------------------------------------------------------------------------
-    def match_prefix(self, token_ids: Sequence[int]) -> tuple[int, list[int]]:
+    def _root(self, salt: str | None) -> bytes | None:
+        return salt_root(salt, self.digest_size)
+
+    def match_prefix(self, token_ids: Sequence[int], salt: str | None = None
+                     ) -> tuple[int, list[int]]:
         """The longest cached chain of full pages that prefixes `token_ids`: (tokens, pages).
 
         Never covers the whole prompt (at most the largest page multiple below its length), so the
         model always computes at least one token and yields its logits. Changes no state.
         """
-        matched = self._match(token_ids)
+        matched = self._match(token_ids, self._root(salt))
         return len(matched) * self.page_size, [e.page for e in matched]
 
-    def _match(self, token_ids: Sequence[int]) -> list[_CacheEntry]:
+    def _match(self, token_ids: Sequence[int], root: bytes | None) -> list[_CacheEntry]:
         if not self._enabled or not token_ids:
             return []
         ps = self.page_size
         matched: list[_CacheEntry] = []
-        digest = None
+        digest = root
         parent = None
         for i in range((len(token_ids) - 1) // ps):
             tokens = tuple(int(t) for t in token_ids[i * ps:(i + 1) * ps])
             digest = chain_hash(digest, tokens, self.digest_size)
             entry = self._entries.get(digest)
-            if entry is None or entry.parent is not parent or entry.tokens != tokens:
+            if (entry is None or entry.parent is not parent or entry.tokens != tokens
+                    or (parent is None and entry.root != root)):
                 break
             matched.append(entry)
             parent = entry
@@ -240,12 +259,14 @@ class PagePool:
             digest = chain_hash(seq.last_digest, tokens, self.digest_size)
             entry = self._entries.get(digest)
             if entry is None:
-                entry = _CacheEntry(seq.pages[i], digest, tokens, parent)
+                entry = _CacheEntry(seq.pages[i], digest, tokens, parent,
+                                    root=seq.root if parent is None else None)
                 self._entries[digest] = entry
                 self._page_entry[entry.page] = entry
                 if parent is not None:
                     parent.children.add(entry)
-            elif entry.parent is not parent or entry.tokens != tokens:
+            elif (entry.parent is not parent or entry.tokens != tokens
+                  or (parent is None and entry.root != seq.root)):
                 seq.hashing_stopped = True  # a true hash collision: leave this chain private
                 return
             seq.num_hashed_pages = i + 1

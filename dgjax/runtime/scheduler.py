@@ -102,7 +102,8 @@ class Scheduler:
             seq = self.waiting[0]
             total = len(seq.prompt) + seq.max_new
             use_cache = not seq.wants_prompt_logprobs
-            if not self.pool.try_reserve(seq.request_id, seq.prompt, total, use_prefix_cache=use_cache):
+            if not self.pool.try_reserve(seq.request_id, seq.prompt, total,
+                                         use_prefix_cache=use_cache, salt=seq.req.cache_salt):
                 break
             self.waiting.popleft()
             seq.num_cached = self.pool.num_cached_tokens(seq.request_id)

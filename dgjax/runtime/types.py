@@ -62,6 +62,7 @@ class GenerationRequest:
     request_id: str
     prompt_token_ids: list[int]
     params: SamplingParams
+    cache_salt: str | None = None  # prefix-cache pages are shared only within one salt (vLLM)
 
 
 @dataclasses.dataclass

@@ -65,7 +65,8 @@ async def create_chat_completion(ctx: ServerContext, request: Request,
     params.grammar = await chat_grammar(ctx, body, req, parsing)  # response_format, tools
     request_id = new_request_id("chatcmpl")
     n = req.common.n
-    group = ctx.client.submit(fan_out(request_id, [prompt_ids], params, n), ["messages"] * n)
+    group = ctx.client.submit(fan_out(request_id, [prompt_ids], params, n, req.common.cache_salt),
+                              ["messages"] * n)
     renderer = TokenRenderer(ctx.tokenizer, req.common.return_tokens_as_token_ids)
     name = ctx.served_model_name
     if req.common.stream:

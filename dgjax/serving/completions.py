@@ -45,7 +45,7 @@ async def create_completion(ctx: ServerContext, request: Request, body: dict[str
     req.common.params.grammar = await completion_grammar(ctx, body)  # response_format
     request_id = new_request_id("cmpl")
     n = req.common.n
-    requests = fan_out(request_id, prompt_ids, req.common.params, n)
+    requests = fan_out(request_id, prompt_ids, req.common.params, n, req.common.cache_salt)
     group = ctx.client.submit(requests, ["prompt"] * len(requests))
     renderer = TokenRenderer(ctx.tokenizer, req.common.return_tokens_as_token_ids)
     job = _Job(req, renderer, request_id, ctx.served_model_name, prompt_ids, prompt_texts)

@@ -51,7 +51,7 @@ def new_request_id(prefix: str) -> str:
 
 
 def fan_out(base_id: str, prompts: list[list[int]], params: SamplingParams,
-            n: int) -> list[GenerationRequest]:
+            n: int, cache_salt: str | None = None) -> list[GenerationRequest]:
     """n engine requests per prompt, choice k = p*n + j; with a seed, choice j uses seed + j."""
     out = []
     for p, ids in enumerate(prompts):
@@ -61,7 +61,7 @@ def fan_out(base_id: str, prompts: list[list[int]], params: SamplingParams,
                                      logit_bias=dict(params.logit_bias))
             if params.seed is not None:
                 sp.seed = params.seed + j
-            out.append(GenerationRequest(f"{base_id}-{p * n + j}", list(ids), sp))
+            out.append(GenerationRequest(f"{base_id}-{p * n + j}", list(ids), sp, cache_salt))
     return out
 
 

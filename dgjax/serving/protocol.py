@@ -83,6 +83,7 @@ class CommonOptions:
     include_usage: bool
     return_tokens_as_token_ids: bool
     params: SamplingParams  # logprobs/prompt_logprobs are filled by the endpoint-specific parser
+    cache_salt: str | None = None  # vLLM: prefix-cache sharing only between equal salts
 
 
 @dataclasses.dataclass
@@ -207,9 +208,12 @@ def parse_common(body: dict[str, Any], vocab_size: int, defaults: ModelDefaults,
     if best_of is not None and best_of != n:
         raise bad_request("'best_of' different from 'n' is not supported.", "best_of",
                           "unsupported")
+    cache_salt = r.get("cache_salt", str)
+    if cache_salt is not None and not cache_salt:
+        raise bad_request("'cache_salt' must be a non-empty string.", "cache_salt", "invalid_value")
     return CommonOptions(model=model, n=n, stream=stream, include_usage=include_usage,
                          return_tokens_as_token_ids=r.get("return_tokens_as_token_ids", bool, False),
-                         params=params)
+                         params=params, cache_salt=cache_salt)
 
 
 def _or(value: Any, fallback: Any) -> Any:

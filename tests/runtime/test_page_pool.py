@@ -18,6 +18,7 @@ from dgjax.runtime.page_pool import (
     ReservationExceeded,
     TRASH_PAGE,
     chain_hash,
+    salt_root,
 )
 
 
@@ -195,6 +196,44 @@ def test_generated_tokens_become_matchable_for_a_follow_up_turn():
     follow_up = written + rand_tokens(rng, 5)
     assert pool.match_prefix(follow_up) == (full * ps, table[:full])
     assert pool.reserve("turn2", follow_up, len(follow_up)) == full * ps
+
+
+def test_cache_salt_confines_sharing_to_requests_with_the_same_salt():
+    ps = 4
+    pool = PagePool(num_pages=64, page_size=ps)
+    prompt = rand_tokens(random.Random(6), 3 * ps + 1)
+    pool.reserve("plain", prompt, len(prompt))
+    pool.ensure_capacity("plain", len(prompt))
+    pool.register_full_pages("plain", prompt)
+    assert pool.match_prefix(prompt, salt="tenant-a") == (0, [])
+    assert pool.reserve("a1", prompt, len(prompt), salt="tenant-a") == 0
+    pool.ensure_capacity("a1", len(prompt))
+    pool.register_full_pages("a1", prompt)
+    a_pages = pool.block_table("a1")[:3]
+    assert set(a_pages).isdisjoint(pool.block_table("plain"))
+    assert pool.reserve("a2", prompt, len(prompt), salt="tenant-a") == 3 * ps
+    assert pool.block_table("a2") == a_pages
+    assert pool.reserve("b", prompt, len(prompt), salt="tenant-b") == 0
+    assert pool.reserve("plain2", prompt, len(prompt)) == 3 * ps
+    assert pool.block_table("plain2") == pool.block_table("plain")[:3]
+
+
+def test_a_salted_first_page_whose_digest_collides_is_never_matched():
+    """With 1-byte digests, find a salt whose first-page digest equals an unsalted prompt's: the
+    stored root tells them apart, in both directions."""
+    ps, ds = 2, 1
+    prompt = [3, 4, 5]
+    target = chain_hash(None, prompt[:ps], ds)
+    salt = next(f"s{i}" for i in range(10_000)
+                if chain_hash(salt_root(f"s{i}", ds), prompt[:ps], ds) == target)
+    pool = PagePool(num_pages=16, page_size=ps, digest_size=ds)
+    run_prompt(pool, "plain", prompt)
+    assert pool.match_prefix(prompt, salt=salt) == (0, [])
+    assert pool.reserve("salted", prompt, len(prompt), salt=salt) == 0
+    pool.ensure_capacity("salted", len(prompt))
+    pool.register_full_pages("salted", prompt)  # collides with the plain entry: stays private
+    assert not pool.is_cached(pool.block_table("salted")[0])
+    assert pool.match_prefix(prompt) == (ps, pool.block_table("plain")[:1])
 
 
 def test_registering_beyond_the_assigned_pages_is_refused():

@@ -62,6 +62,17 @@ def test_prompt_forms_agree(http, hf_tokenizer):
     assert both["usage"]["completion_tokens"] == 2 * 8
 
 
+def test_cache_salt_shares_prefix_pages_only_within_one_salt(http):
+    prompt = "In Python, a list comprehension builds a new list from an iterable " * 3
+    cached = lambda **salt: complete(http, prompt, **GREEDY, **salt)["usage"][
+        "prompt_tokens_details"]["cached_tokens"]
+    assert cached(cache_salt="tenant-a") == 0
+    assert cached(cache_salt="tenant-a") >= 16  # at least one whole page
+    assert cached(cache_salt="tenant-b") == 0
+    assert cached() == 0  # unsalted requests never see salted pages
+    assert cached() >= 16
+
+
 def test_n_times_prompts_layout_and_seeds(http):
     body = dict(max_tokens=8, temperature=1.0, ignore_eos=True)
     result = complete(http, PROMPTS, n=2, seed=5, **body)

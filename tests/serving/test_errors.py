@@ -125,6 +125,8 @@ COMPLETION_CASES = [
     ({"prompt": "hi", "suffix": "x"}, "suffix"),
     ({"prompt": "hi", "best_of": 3}, "best_of"),
     ({"prompt": "hi", "temperature": 9}, "temperature"),
+    ({"prompt": "hi", "cache_salt": ""}, "cache_salt"),
+    ({"prompt": "hi", "cache_salt": 7}, "cache_salt"),
 ]
 
 

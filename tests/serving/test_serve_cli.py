@@ -51,7 +51,7 @@ def test_serve_entry_point_starts_serves_and_stops_on_sigterm(tmp_path):
     cmd = [sys.executable, "-m", "dgjax.serve", "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", "cli-model", "--api-key", "cli-key", "--dtype", "float32",
            "--max-model-len", "512", "--max-concurrency", "4", "--page-size", "16",
-           "--num-pages", "160", "--decode-buckets", "1,4", "--prefill-buckets", "64,256",
+           "--num-pages", "160", "--decode-buckets", "4", "--prefill-buckets", "64,256",
            "--no-prefix-cache", "--lazy-structured-compile", "--max-body-bytes", "1k",
            "--shutdown-timeout", "5"]
     # the same buckets as the in-process servers: executables come from the compilation cache
