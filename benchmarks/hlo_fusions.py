@@ -12,9 +12,17 @@ import os
 import re
 
 
-def _modules(dump_dir: str) -> list[str]:
+def _modules(dump_dir: str, prefer: str = "") -> list[str]:
+    """Optimized modules, those whose file name contains `prefer` first, then the largest first."""
     paths = glob.glob(os.path.join(dump_dir, "*after_optimizations.txt"))
-    return [open(p).read() for p in sorted(paths, key=os.path.getsize, reverse=True)]
+    order = lambda p: (prefer not in os.path.basename(p), -os.path.getsize(p))  # noqa: E731
+    return [open(p).read() for p in sorted(paths, key=order)]
+
+
+def hlo_names(kernel: str) -> list[str]:
+    """Names the HLO may use for a trace's kernel: traces write `fusion_12` for `fusion.12`."""
+    dotted = re.sub(r"_(\d+)$", r".\1", kernel)
+    return [kernel] if dotted == kernel else [kernel, dotted]
 
 
 def _computation(text: str, name: str) -> list[str]:
@@ -29,10 +37,13 @@ def _computation(text: str, name: str) -> list[str]:
     return lines
 
 
-def describe(dump_dir: str, kernel: str, max_lines: int = 14) -> str:
-    """The fusion instruction named `kernel` and the ops of its called computation (first match)."""
-    for text in _modules(dump_dir):
-        m = re.search(rf"^\s*%?{re.escape(kernel)} = (.*)$", text, re.MULTILINE)
+def describe(dump_dir: str, kernel: str, max_lines: int = 14, prefer: str = "") -> str:
+    """The fusion instruction named `kernel` and the ops of its called computation (first match,
+    modules named like `prefer` first)."""
+    for text in _modules(dump_dir, prefer):
+        m = None
+        for name in hlo_names(kernel):
+            m = m or re.search(rf"^\s*%?{re.escape(name)} = (.*)$", text, re.MULTILINE)
         if not m:
             continue
         inst = m.group(1)

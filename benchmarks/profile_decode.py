@@ -100,7 +100,7 @@ def main() -> None:
         from benchmarks.hlo_fusions import describe
 
         names = [ln.split()[0] for ln in table.splitlines()[3:]]
-        text = "\n\n".join(describe(dump_dir, n) for n in names)
+        text = "\n\n".join(describe(dump_dir, n, prefer="decode") for n in names)
         with open(os.path.join(out, "fusions.txt"), "w") as f:
             f.write(text + "\n")
         print(text, flush=True)

@@ -54,7 +54,8 @@ def param_specs(cfg: ModelConfig, dtype: Any = "auto") -> DenseParams:
     )
 
 
-FeedForward = Callable[[Any, jax.Array], jax.Array]  # (decoder layer params, normed x) -> FFN output
+# (decoder layer params, normed x [B, T, embed], valid bool [B, T]: real tokens, not bucket padding) -> FFN output
+FeedForward = Callable[[Any, jax.Array, jax.Array], jax.Array]
 
 
 def run_decoder(params: Any, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig,
@@ -66,6 +67,7 @@ def run_decoder(params: Any, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig,
         x = embed_lookup(params.embed, batch.tokens)
     slots = paged.kv_slots(batch.positions, batch.query_lens, batch.block_tables, kv.page_size)
     cos_sin = blocks.rope_cos_sin(batch.positions, cfg)
+    valid = jnp.arange(batch.tokens.shape[1])[None, :] < batch.query_lens[:, None]
     new_k, new_v = [], []
     for i, layer in enumerate(params.layers):
         with jax.named_scope(f"layer_{i}"):
@@ -75,7 +77,7 @@ def run_decoder(params: Any, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig,
             )
             x = x + h
             h = blocks.rms_norm(x, layer.post_attention_norm, cfg.rms_norm_eps)
-            x = x + feed_forward(layer, h)
+            x = x + feed_forward(layer, h, valid)
             new_k.append(k_pages)
             new_v.append(v_pages)
     with jax.named_scope("final_norm"):
@@ -85,7 +87,8 @@ def run_decoder(params: Any, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig,
 
 def forward(params: DenseParams, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig) -> tuple[jax.Array, KVCache]:
     """Run one step: returns (hidden [B, T, embed] after the final norm, cache with this step's K/V)."""
-    return run_decoder(params, kv, batch, cfg, lambda layer, h: blocks.gated_mlp(layer.mlp, h, cfg.hidden_act))
+    return run_decoder(params, kv, batch, cfg,
+                       lambda layer, h, valid: blocks.gated_mlp(layer.mlp, h, cfg.hidden_act))
 
 
 def logits(params: DenseParams, hidden: jax.Array, cfg: ModelConfig) -> jax.Array:

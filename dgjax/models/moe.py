@@ -206,12 +206,31 @@ def moe_experts(
 # ---------------------------------------------------------------- block
 
 
-def moe_block(p: MoEParams, x: jax.Array, cfg: ModelConfig, impl: str | None = None) -> jax.Array:
-    """The sparse MLP of x [..., embed]: routed experts plus the shared expert if the model has one."""
+def route_padding_like_a_real_row(ids: jax.Array, weights: jax.Array, valid: jax.Array
+                                  ) -> tuple[jax.Array, jax.Array]:
+    """Padding rows (valid False) take the first real row's experts with weight 0.
+
+    A decode bucket wider than the live streams (a single stream runs in the width-2 executable) would
+    otherwise route its padding row to experts of its own: the MoE decode kernel reads every distinct
+    routed expert, so that row alone could double the bytes of a single-stream step. Sharing a real row's
+    experts makes its assignments duplicates, which the kernel skips."""
+    first = jnp.argmax(valid)  # 0 when no row is valid: then nothing is read for a real row anyway
+    ids = jnp.where(valid[:, None], ids, ids[first][None, :])
+    return ids, jnp.where(valid[:, None], weights, jnp.zeros_like(weights))
+
+
+def moe_block(p: MoEParams, x: jax.Array, cfg: ModelConfig, impl: str | None = None,
+              valid: jax.Array | None = None) -> jax.Array:
+    """The sparse MLP of x [..., embed]: routed experts plus the shared expert if the model has one.
+
+    `valid` (bool, x's leading shape): which rows are real tokens; padding rows then read no expert of
+    their own (route_padding_like_a_real_row) and their output is meaningless."""
     with jax.named_scope("moe"):
         flat = x.reshape(-1, x.shape[-1])
         with jax.named_scope("router"):
             ids, weights = route(p.router, flat, cfg)
+            if valid is not None:
+                ids, weights = route_padding_like_a_real_row(ids, weights, valid.reshape(-1))
         with jax.named_scope("experts"):
             y = moe_experts(flat, ids, weights, p.experts, cfg.hidden_act, impl).reshape(x.shape)
         if p.shared is not None:
@@ -220,8 +239,8 @@ def moe_block(p: MoEParams, x: jax.Array, cfg: ModelConfig, impl: str | None = N
         return y
 
 
-def feed_forward(p: Any, x: jax.Array, cfg: ModelConfig) -> jax.Array:
+def feed_forward(p: Any, x: jax.Array, cfg: ModelConfig, valid: jax.Array | None = None) -> jax.Array:
     """A decoder layer's MLP: a MoE block or a dense SwiGLU, by the parameters' type."""
     if isinstance(p, MoEParams):
-        return moe_block(p, x, cfg)
+        return moe_block(p, x, cfg, valid=valid)
     return blocks.gated_mlp(p, x, cfg.hidden_act)

@@ -59,7 +59,7 @@ def param_specs(cfg: ModelConfig, dtype: Any = "auto") -> MoEModelParams:
 
 def forward(params: MoEModelParams, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig) -> tuple[jax.Array, KVCache]:
     """Run one step: the shared decoder with a dense MLP or an MoE block per layer (`layer.ffn`)."""
-    return llama.run_decoder(params, kv, batch, cfg, lambda layer, h: moe.feed_forward(layer.ffn, h, cfg))
+    return llama.run_decoder(params, kv, batch, cfg, lambda layer, h, valid: moe.feed_forward(layer.ffn, h, cfg, valid))
 
 
 def logits(params: MoEModelParams, hidden: jax.Array, cfg: ModelConfig) -> jax.Array:

@@ -153,3 +153,27 @@ def test_expert_matmul_rejects_unknown_weight_nodes_and_ambiguous_routing():
         moe.expert_matmul(x, w)
     with pytest.raises(ValueError, match="exactly one"):
         moe.expert_matmul(x, w, group_sizes=jnp.zeros(E, jnp.int32), expert_ids=jnp.zeros(4, jnp.int32))
+
+
+def test_padding_rows_route_to_a_real_rows_experts_with_zero_weight_and_real_rows_keep_theirs():
+    """A bucket's padding rows must not add experts to the step (the decode kernel reads every distinct
+    routed expert), and masking them must leave the real rows' outputs exactly as they were."""
+    cfg = _cfg(moe_scoring_func="softmax", norm_topk_prob=True)
+    x, w, _ = _route_inputs(3)
+    x = jnp.asarray(x[:4])
+    valid = jnp.asarray([False, True, False, True])
+    p = moe.MoEParams(router=moe.RouterParams(weight=jnp.asarray(w)),
+                      experts=jax.tree_util.tree_map(jnp.asarray, _experts(4)))
+    ids, weights = moe.route(p.router, x, cfg)
+    assert len(set(np.asarray(ids[0]).tolist()) - set(np.asarray(ids[1::2]).ravel().tolist())) > 0
+    m_ids, m_w = moe.route_padding_like_a_real_row(ids, weights, valid)
+    np.testing.assert_array_equal(np.asarray(m_ids[0]), np.asarray(ids[1]))  # the first real row's experts
+    np.testing.assert_array_equal(np.asarray(m_ids[2]), np.asarray(ids[1]))
+    np.testing.assert_array_equal(np.asarray(m_ids[1::2]), np.asarray(ids[1::2]))
+    assert float(jnp.abs(m_w[0::2]).max()) == 0.0
+    np.testing.assert_array_equal(np.asarray(m_w[1::2]), np.asarray(weights[1::2]))
+    assert set(np.asarray(m_ids).ravel().tolist()) == set(np.asarray(ids[1::2]).ravel().tolist())
+    for impl in ("ragged", "gather"):
+        plain = moe.moe_block(p, x[None], cfg, impl=impl)[0]
+        masked = moe.moe_block(p, x[None], cfg, impl=impl, valid=valid[None])[0]
+        np.testing.assert_array_equal(np.asarray(masked[1::2]), np.asarray(plain[1::2]))

@@ -3,8 +3,8 @@
 Dispatch (decided at trace time, per call):
 - impl "ref": the reference (`dgjax.quant.reference_matmul`) everywhere.
 - impl "auto" (default): the kernel (kernel.py) on a GPU when x has 1-16 rows and `kernel.supports` reads
-  the weight's format and shape, once GPU_VALIDATED; the reference otherwise (CPU, prefill chunks,
-  unsupported layouts).
+  the weight's format and shape, for the formats in GPU_VALIDATED_FORMATS; the reference otherwise (CPU,
+  prefill chunks, unsupported layouts, formats not yet checked on the GPU).
 - impl "kernel": the kernel on any platform (the Pallas interpreter off GPU) wherever it supports the case,
   the reference elsewhere (rows > 16 is the normal prefill case, so no warning for it).
 `impl=None` reads DGJAX_QUANT_GEMV (auto | ref | kernel, default auto), so one process can trace both paths
@@ -24,9 +24,11 @@ from dgjax.pallas.quant_gemv import kernel
 from dgjax.quant import reference_matmul
 
 IMPLS = ("auto", "ref", "kernel")
-# The kernel has passed its interpret-mode and Triton-lowering tests but not yet run on the H200
-# (benchmarks/quant_gemv_check.py): until then auto keeps the reference and `kernel` opts in.
-GPU_VALIDATED = False
+# Formats benchmarks/quant_gemv_check.py has checked against the reference on the H200 (2026-12-01,
+# benchmarks/results/2026-12-01-quant-gemv-check-nvidia-h200.md: fp8 2-4x, nvfp4/mxfp4 ~3x faster than the
+# dequantizing reference). The int4/int8 group formats have passed the interpret-mode and Triton-lowering
+# tests only: auto keeps the reference for them and `kernel` opts in.
+GPU_VALIDATED_FORMATS = frozenset({"fp8", "nvfp4", "mxfp4"})
 ENV_VAR = "DGJAX_QUANT_GEMV"
 MAX_ROWS = kernel.MAX_ROWS
 log = logging.getLogger(__name__)
@@ -49,7 +51,8 @@ def use_kernel(rows: int, w: Any, x_dtype: Any, impl: str | None = None) -> bool
     if chosen == "kernel" and not supported and rows >= 1:
         log.warning("quantized GEMV kernel does not read a %s weight of shape %s with %s rows: using the reference",
                     type(w).__name__, w.shape, x_dtype)
-    return supported and (chosen == "kernel" or (GPU_VALIDATED and jax.default_backend() == "gpu"))
+    validated = supported and kernel.describe(w).fmt in GPU_VALIDATED_FORMATS
+    return supported and (chosen == "kernel" or (validated and jax.default_backend() == "gpu"))
 
 
 def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = None, impl: str | None = None,
