@@ -136,7 +136,14 @@ def convert_params(params: Any, sources: Any, specs: Any, opts: QuantizeOptions,
     if not opts.active:
         return params
     spec_leaves, treedef = jax.tree_util.tree_flatten(specs, is_leaf=is_spec)
-    src_leaves = treedef.flatten_up_to(sources)
+    convert = leaf_converter(specs, sources, opts, mesh, rules)
     leaves = treedef.flatten_up_to(params)
-    out = [convert_leaf(x, s, sp, opts, mesh, rules) for x, s, sp in zip(leaves, src_leaves, spec_leaves)]
-    return jax.tree_util.tree_unflatten(treedef, out)
+    return jax.tree_util.tree_unflatten(treedef, [convert(i, x) for i, x in enumerate(leaves)])
+
+
+def leaf_converter(specs: Any, sources: Any, opts: QuantizeOptions, mesh: Mesh, rules: ShardingRules):
+    """`convert(i, leaf)` for the i-th leaf of `specs` (flattened order): lets a caller convert each
+    leaf as soon as it exists, so a model that fits only quantized never holds all its bf16 weights."""
+    spec_leaves, treedef = jax.tree_util.tree_flatten(specs, is_leaf=is_spec)
+    src_leaves = treedef.flatten_up_to(sources)
+    return lambda i, leaf: convert_leaf(leaf, src_leaves[i], spec_leaves[i], opts, mesh, rules)

@@ -102,18 +102,20 @@ def _leaf_init_fn(init: Initializer, shape: tuple[int, ...], dtype: Any, shardin
     return jax.jit(lambda k: init(k, shape, dtype), out_shardings=sharding)
 
 
-def init_params(specs: Any, key: jax.Array, mesh: Mesh, rules: ShardingRules) -> Any:
+def init_params(specs: Any, key: jax.Array, mesh: Mesh, rules: ShardingRules,
+                transform: Callable[[int, jax.Array], Any] | None = None) -> Any:
     """Random parameters created directly in their target shardings (no full host copy).
 
     One small jitted initializer per distinct (init, shape, dtype, sharding), reused across layers:
-    a single jit over every leaf takes far longer to compile.
+    a single jit over every leaf takes far longer to compile. `transform(i, array)` (e.g. load-time
+    quantization) replaces each leaf as soon as it is made, before the next one is.
     """
     leaves, treedef = jax.tree_util.tree_flatten(specs, is_leaf=is_spec)
     keys = jax.random.split(key, max(len(leaves), 1))
-    arrays = [
-        _leaf_init_fn(s.init, s.shape, jnp.dtype(s.dtype), sharding_of(s, mesh, rules))(keys[i])
-        for i, s in enumerate(leaves)
-    ]
+    arrays = []
+    for i, s in enumerate(leaves):
+        x = _leaf_init_fn(s.init, s.shape, jnp.dtype(s.dtype), sharding_of(s, mesh, rules))(keys[i])
+        arrays.append(x if transform is None else transform(i, x))
     return jax.tree_util.tree_unflatten(treedef, arrays)
 
 

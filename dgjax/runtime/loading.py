@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from dgjax import sharding
-from dgjax.checkpoint.convert import convert_params, parse_quantize
+from dgjax.checkpoint.convert import leaf_converter, parse_quantize
 from dgjax.checkpoint.hf_names import hf_sources
 from dgjax.checkpoint.loader import load_params
 from dgjax.config import EngineConfig, ModelConfig
@@ -119,8 +119,9 @@ def load_model(model_dir: str, cfg: ModelConfig, ecfg: EngineConfig, max_model_l
     t0 = time.perf_counter()
     if ecfg.load_format == "dummy":
         specs = family.param_specs(cfg, dtype)
-        params = init_params(specs, jax.random.key(ecfg.seed), mesh, rules)
-        params = convert_params(params, hf_sources(cfg), specs, parse_quantize(ecfg.quantize), mesh, rules)
+        opts = parse_quantize(ecfg.quantize)
+        convert = leaf_converter(specs, hf_sources(cfg), opts, mesh, rules) if opts.active else None
+        params = init_params(specs, jax.random.key(ecfg.seed), mesh, rules, transform=convert)
     elif ecfg.load_format == "safetensors":
         params = load_params(model_dir, cfg, dtype, mesh, rules, quantize=ecfg.quantize)
     else:

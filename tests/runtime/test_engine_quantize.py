@@ -36,3 +36,32 @@ def test_random_benchmark_weights_are_converted_too():
     loaded = load_model(MODEL_DIR, cfg, small_engine_config(quantize="nvfp4", load_format="dummy", **SMALL), 64)
     gate = loaded.params.layers[0].mlp.gate
     assert isinstance(gate, Nvfp4Weight) and gate.packed.shape == (cfg.intermediate_size, cfg.hidden_size // 2)
+
+
+def test_random_weights_are_converted_leaf_by_leaf_to_the_same_result(monkeypatch):
+    """Dummy loading converts each leaf as it is made (a model that only fits quantized never holds its
+    bf16 weights at once); the result equals initialising everything first and converting after."""
+    import jax
+    import numpy as np
+
+    from dgjax.checkpoint.convert import convert_params, parse_quantize
+    from dgjax.checkpoint.hf_names import hf_sources
+    from dgjax.models.registry import get_family
+    from dgjax.models.params import init_params
+    from dgjax.models.params import resolve_dtype
+    from dgjax.runtime.loading import sharding_rules
+    from dgjax.sharding import make_mesh
+
+    cfg = ModelConfig.from_dir(MODEL_DIR)
+    ecfg = small_engine_config(quantize="fp8", load_format="dummy", **SMALL)
+    monkeypatch.setenv("DGJAX_FUSE_PROJECTIONS", "0")  # compare the converted leaves as initialised
+    loaded = load_model(MODEL_DIR, cfg, ecfg, 64)
+    dtype = resolve_dtype(cfg.torch_dtype, ecfg.dtype)
+    specs = get_family(cfg).param_specs(cfg, dtype)
+    mesh, rules = make_mesh(1), sharding_rules(ecfg, cfg)
+    whole = convert_params(init_params(specs, jax.random.key(ecfg.seed), mesh, rules), hf_sources(cfg), specs,
+                           parse_quantize("fp8"), mesh, rules)
+    got, want = jax.tree_util.tree_leaves(loaded.params), jax.tree_util.tree_leaves(whole)
+    assert len(got) == len(want) and any(x.dtype == jax.numpy.float8_e4m3fn for x in got)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
