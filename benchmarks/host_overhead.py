@@ -31,8 +31,10 @@ TINY = dict(hidden_size=256, intermediate_size=512, moe_intermediate_size=256, s
             num_attention_heads=4, num_key_value_heads=2, head_dim=128, vocab_size=4096)
 
 
-def tiny_preset_dir(preset: str) -> str:
+def tiny_preset_dir(preset: str, real_widths: bool = False) -> str:
     d = write_model_dir(preset, tempfile.mkdtemp(prefix="dgjax-host-"))
+    if real_widths:
+        return d
     cfg = dict(PRESETS[preset])
     cfg.update({k: v for k, v in TINY.items() if k in cfg or k in ("head_dim",)})
     if "q_lora_rank" in cfg:
@@ -49,6 +51,8 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--tokens", type=int, default=200)
     p.add_argument("--label", default=os.environ.get("XLA_FLAGS", "") or "default flags")
+    p.add_argument("--real-widths", action="store_true",
+                   help="keep the preset's widths: the executable call's host time on the real model")
     a = p.parse_args()
     import jax
 
@@ -56,7 +60,7 @@ def main() -> None:
                        max_concurrency=max(a.concurrency, 2), decode_buckets=(a.concurrency,), prefill_buckets=(64,),
                        enable_prefix_cache=False, aot_logprob_variants=False, aot_structured_variants=False,
                        quantize=a.quantize)
-    be = BenchEngine(tiny_preset_dir(a.preset), cfg, lambda s: None)
+    be = BenchEngine(tiny_preset_dir(a.preset, a.real_widths), cfg, lambda s: None)
     ex = be.recorder.executor
     leaves = len(jax.tree_util.tree_leaves(ex.params))
     calls: list[float] = []
@@ -76,7 +80,8 @@ def main() -> None:
         window, _, tick = be.decode(rng, 32, a.concurrency, a.tokens, timeout_s=300)
     finally:
         be.close()
-    print(f"{a.preset:16s} {a.quantize or 'bf16':6s} leaves {leaves:5d}  ms/tick {window.ms_per_step:6.3f}  "
+    width = "real widths" if a.real_widths else "tiny widths"
+    print(f"{a.preset:16s} {a.quantize or 'bf16':6s} {width} leaves {leaves:5d}  ms/tick {window.ms_per_step:6.3f}  "
           f"decode call ms {1e3 * float(np.median(calls)):6.3f}  [{a.label}]", flush=True)
 
 
