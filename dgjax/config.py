@@ -123,8 +123,10 @@ class ModelConfig:
 
 
 DEFAULT_DECODE_BUCKETS = (1, 2, 4, 8, 16)
-# A single stream decodes in the width-2 executable: XLA's batch-1 decode step measured 2.2x slower
-# than its batch-2 step on an H200 (10.1 vs 4.6 ms for Llama-3.1-8B; benchmarks/results/).
+# A single stream decodes in the width-2 executable (its padding row uses the executor's pad slot): XLA's
+# batch-1 decode step measured 2.2x slower than its batch-2 step on an H200 (10.1 vs 4.6 ms for
+# Llama-3.1-8B); with --max-concurrency 1 (then still width 1) the fp8 MoE engines left the device idle
+# 63-66% of each tick (benchmarks/results/2026-12-01-*-fp8-*), so a single slot gets width 2 as well.
 MIN_DECODE_WIDTH = 2
 DEFAULT_PREFILL_BUCKETS = (16, 64, 256, 1024)
 
@@ -168,9 +170,9 @@ class EngineConfig:
     def used_decode_buckets(self) -> tuple[int, ...]:
         """Decode widths up to and including the first bucket that holds max_concurrency.
 
-        Widths under MIN_DECODE_WIDTH are raised to it (one padding row), when the slots allow.
+        Widths under MIN_DECODE_WIDTH are raised to it (padding rows), even with a single slot.
         """
-        floor = MIN_DECODE_WIDTH if self.max_concurrency >= MIN_DECODE_WIDTH else 1
+        floor = MIN_DECODE_WIDTH
         out = []
         for b in sorted({max(b, floor) for b in self.decode_buckets}):
             out.append(b)
