@@ -192,18 +192,20 @@ def test_all_tokens_on_the_same_experts_are_computed_once_per_expert():
 # ---------------------------------------------------------------- launch choices and dispatch
 
 
-def test_default_launch_fills_the_gpu_at_batch_one_within_the_weight():
-    h200 = 2 * 132
-    qwen_gate = kernel.Operand("plain", 128, 2048, 768)
-    for tokens in (1, 4, 16):
-        live = kernel.expected_live_slots(128, 8, tokens)
-        launch = kernel.default_launch(qwen_gate, live, h200)
-        kernel.check_launch(qwen_gate, launch)
-        programs = live * (768 // launch.block_n) * launch.splits
-        assert programs >= h200 or launch.splits == kernel.MAX_SPLITS
-        assert programs < 4 * h200 or launch.splits == 1  # no splits beyond what fills the GPU
-    assert kernel.expected_live_slots(128, 8, 1) == 8
-    assert 8 < kernel.expected_live_slots(128, 8, 16) < 128
+def test_default_launches_tile_real_expert_shapes_without_k_splits():
+    """The H200 sweep's choice: no K split, 256-row K steps for gate/up where the weight's format allows
+    them (fp8 stays on its 128-wide scale blocks), 128 for down."""
+    for k, n in ((2048, 768), (4096, 1408), (7168, 2048)):  # qwen3-30b-a3b, glm-4.5-air, deepseek-v3 gate/up
+        gate, down = kernel.Operand("plain", 128, k, n), kernel.Operand("plain", 128, n, k)
+        g, d = kernel.default_launch(gate, kernel.GATE_UP_BLOCK_K), kernel.default_launch(down)
+        kernel.check_launch(gate, g)
+        kernel.check_launch(down, d)
+        assert (g.block_n, g.block_k, g.splits) == (64, 256, 1)
+        assert (d.block_k, d.splits) == (128, 1) and n % d.block_k == 0
+    fp8 = kernel.Operand("fp8", 128, 2048, 768, num_arrays=2, scale_block=(128, 128), scale_grid=(6, 16))
+    launch = kernel.default_launch(fp8, kernel.GATE_UP_BLOCK_K)
+    kernel.check_launch(fp8, launch)
+    assert launch.block_k == 128 and launch.splits == 1
 
 
 def test_bad_launch_knobs_are_rejected():
