@@ -28,7 +28,7 @@ from dgjax.quant import is_quantized, reference_expert_matmul
 from dgjax.models import blocks
 from dgjax.models.ops import matmul
 from dgjax.models.params import ParamSpec, normal_init, zeros_init
-from dgjax.pallas import moe_decode, moe_prefill
+from dgjax.pallas import moe_decode, moe_prefill, moe_routing
 
 IMPLS = ("auto", "ragged", "gather")
 ENV_VAR = "DGJAX_MOE"
@@ -36,8 +36,6 @@ ENV_VAR = "DGJAX_MOE"
 # took 131 µs gathered vs 185 µs through ragged_dot (REFERENCE.md), and the gathered copy grows with
 # the assignments while ragged_dot's cost stays flat.
 GATHER_FACTOR = 4
-# Sigmoid routers renormalize with this epsilon (HF Glm4Moe / DeepSeek-V3); negligible for softmax sums.
-NORM_EPS = 1e-20
 
 
 @struct.dataclass
@@ -88,40 +86,25 @@ def moe_specs(cfg: ModelConfig, dtype: Any) -> MoEParams:
 # ---------------------------------------------------------------- router
 
 
-def _keep_top_groups(choice: jax.Array, n_group: int, topk_group: int) -> jax.Array:
-    """Group-limited routing: -inf outside the topk_group groups whose two best scores sum highest."""
-    n, num_experts = choice.shape
-    grouped = choice.reshape(n, n_group, num_experts // n_group)
-    group_scores = lax.top_k(grouped, 2)[0].sum(-1)
-    _, top_groups = lax.top_k(group_scores, topk_group)
-    keep = jax.nn.one_hot(top_groups, n_group, dtype=jnp.int32).sum(1) > 0
-    return jnp.where(keep[:, :, None], grouped, -jnp.inf).reshape(n, num_experts)
+def routing_rule(cfg: ModelConfig) -> moe_routing.RoutingRule:
+    return moe_routing.RoutingRule(
+        scoring=cfg.moe_scoring_func, top_k=cfg.num_experts_per_tok, norm_topk_prob=cfg.norm_topk_prob,
+        routed_scaling_factor=cfg.routed_scaling_factor, n_group=cfg.n_group, topk_group=cfg.topk_group)
 
 
-def route(p: RouterParams, x: jax.Array, cfg: ModelConfig) -> tuple[jax.Array, jax.Array]:
+def route(p: RouterParams, x: jax.Array, cfg: ModelConfig, valid: jax.Array | None = None
+          ) -> tuple[jax.Array, jax.Array]:
     """Each token's experts: (ids int32 [N, top_k], weights float32 [N, top_k]) for x [N, embed].
 
-    softmax: top-k of softmax(router logits) (logits in x's dtype, as HF Qwen3-MoE computes them).
-    sigmoid: scores = sigmoid(float32 logits); experts are chosen on scores + score_bias within the
-    top groups, weighted by the unbiased scores (HF Glm4Moe / DeepSeek-V3 "noaux_tc").
-    Then optional renormalization and routed_scaling_factor.
+    Router logits in x's dtype for softmax routers (as HF Qwen3-MoE computes them), float32 for sigmoid
+    ones; the selection (dgjax.pallas.moe_routing: top-k, renormalization, scaling, and padding rows, where
+    `valid` [N] is False, sharing the first real row's experts at weight 0) is one kernel in decode steps.
     """
-    k = cfg.num_experts_per_tok
-    if cfg.moe_scoring_func == "softmax":
-        probs = jax.nn.softmax(matmul(x, p.weight).astype(jnp.float32), axis=-1)
-        weights, ids = lax.top_k(probs, k)
-    elif cfg.moe_scoring_func == "sigmoid":
-        scores = jax.nn.sigmoid(matmul(x.astype(jnp.float32), p.weight.astype(jnp.float32)))
-        choice = scores if p.score_bias is None else scores + p.score_bias.astype(jnp.float32)
-        if cfg.n_group > 1:
-            choice = _keep_top_groups(choice, cfg.n_group, cfg.topk_group)
-        _, ids = lax.top_k(choice, k)
-        weights = jnp.take_along_axis(scores, ids, axis=-1)
+    if cfg.moe_scoring_func == "sigmoid":
+        logits = matmul(x.astype(jnp.float32), p.weight.astype(jnp.float32))
     else:
-        raise ValueError(f"unsupported moe_scoring_func {cfg.moe_scoring_func!r} (softmax | sigmoid)")
-    if cfg.norm_topk_prob:
-        weights = weights / (weights.sum(-1, keepdims=True) + NORM_EPS)
-    return ids.astype(jnp.int32), weights * cfg.routed_scaling_factor
+        logits = matmul(x, p.weight).astype(jnp.float32)
+    return moe_routing.select_experts(logits, routing_rule(cfg), p.score_bias, valid)
 
 
 # ---------------------------------------------------------------- experts
@@ -206,31 +189,16 @@ def moe_experts(
 # ---------------------------------------------------------------- block
 
 
-def route_padding_like_a_real_row(ids: jax.Array, weights: jax.Array, valid: jax.Array
-                                  ) -> tuple[jax.Array, jax.Array]:
-    """Padding rows (valid False) take the first real row's experts with weight 0.
-
-    A decode bucket wider than the live streams (a single stream runs in the width-2 executable) would
-    otherwise route its padding row to experts of its own: the MoE decode kernel reads every distinct
-    routed expert, so that row alone could double the bytes of a single-stream step. Sharing a real row's
-    experts makes its assignments duplicates, which the kernel skips."""
-    first = jnp.argmax(valid)  # 0 when no row is valid: then nothing is read for a real row anyway
-    ids = jnp.where(valid[:, None], ids, ids[first][None, :])
-    return ids, jnp.where(valid[:, None], weights, jnp.zeros_like(weights))
-
-
 def moe_block(p: MoEParams, x: jax.Array, cfg: ModelConfig, impl: str | None = None,
               valid: jax.Array | None = None) -> jax.Array:
     """The sparse MLP of x [..., embed]: routed experts plus the shared expert if the model has one.
 
     `valid` (bool, x's leading shape): which rows are real tokens; padding rows then read no expert of
-    their own (route_padding_like_a_real_row) and their output is meaningless."""
+    their own (moe_routing's padding rule) and their output is meaningless."""
     with jax.named_scope("moe"):
         flat = x.reshape(-1, x.shape[-1])
         with jax.named_scope("router"):
-            ids, weights = route(p.router, flat, cfg)
-            if valid is not None:
-                ids, weights = route_padding_like_a_real_row(ids, weights, valid.reshape(-1))
+            ids, weights = route(p.router, flat, cfg, None if valid is None else valid.reshape(-1))
         with jax.named_scope("experts"):
             y = moe_experts(flat, ids, weights, p.experts, cfg.hidden_act, impl).reshape(x.shape)
         if p.shared is not None:

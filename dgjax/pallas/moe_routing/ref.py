@@ -1,0 +1,81 @@
+"""Pure-jnp expert selection: the obviously-right version the kernel is checked against, and the path every
+platform and shape the kernel does not take (prefill chunks, group-limited routing, sharded meshes) runs.
+
+From router logits float32 [N, experts]:
+- softmax (HF Qwen3-MoE): top-k of softmax(logits), weighted by those probabilities;
+- sigmoid (HF Glm4Moe / DeepSeek-V3 "noaux_tc"): scores = sigmoid(logits); experts chosen on scores +
+  score_bias within the topk_group best groups (two best scores per group), weighted by the unbiased scores;
+then optional renormalization of the k weights and `routed_scaling_factor`.
+Padding rows (valid False) take the first valid row's experts with weight 0: the MoE decode kernel reads
+every distinct routed expert, so a padding row routed on its own could double a single stream's reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+SCORING = ("softmax", "sigmoid")
+# Sigmoid routers renormalize with this epsilon (HF Glm4Moe / DeepSeek-V3); negligible for softmax sums.
+NORM_EPS = 1e-20
+
+
+@dataclasses.dataclass(frozen=True)
+class RoutingRule:
+    """The model's routing, static under jit (from ModelConfig)."""
+
+    scoring: str  # softmax | sigmoid
+    top_k: int
+    norm_topk_prob: bool = False
+    routed_scaling_factor: float = 1.0
+    n_group: int = 1
+    topk_group: int = 1
+
+    @property
+    def group_limited(self) -> bool:
+        return self.n_group > 1 and self.topk_group < self.n_group
+
+
+def _keep_top_groups(choice: jax.Array, n_group: int, topk_group: int) -> jax.Array:
+    """-inf outside the topk_group groups whose two best scores sum highest."""
+    n, num_experts = choice.shape
+    grouped = choice.reshape(n, n_group, num_experts // n_group)
+    group_scores = lax.top_k(grouped, 2)[0].sum(-1)
+    _, top_groups = lax.top_k(group_scores, topk_group)
+    keep = jax.nn.one_hot(top_groups, n_group, dtype=jnp.int32).sum(1) > 0
+    return jnp.where(keep[:, :, None], grouped, -jnp.inf).reshape(n, num_experts)
+
+
+def pad_rows_like_first_valid(ids: jax.Array, weights: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Padding rows (valid False) get the first valid row's experts and weight 0 (row 0's if none is valid)."""
+    first = jnp.argmax(valid)
+    ids = jnp.where(valid[:, None], ids, ids[first][None, :])
+    return ids, jnp.where(valid[:, None], weights, jnp.zeros_like(weights))
+
+
+def select_experts(logits: jax.Array, rule: RoutingRule, score_bias: jax.Array | None = None,
+                   valid: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """(ids int32 [N, top_k], weights float32 [N, top_k]) from router logits [N, experts]; see module doc."""
+    logits = logits.astype(jnp.float32)
+    k = rule.top_k
+    if rule.scoring == "softmax":
+        probs = jax.nn.softmax(logits, axis=-1)
+        weights, ids = lax.top_k(probs, k)
+    elif rule.scoring == "sigmoid":
+        scores = jax.nn.sigmoid(logits)
+        choice = scores if score_bias is None else scores + score_bias.astype(jnp.float32)
+        if rule.group_limited:
+            choice = _keep_top_groups(choice, rule.n_group, rule.topk_group)
+        _, ids = lax.top_k(choice, k)
+        weights = jnp.take_along_axis(scores, ids, axis=-1)
+    else:
+        raise ValueError(f"unsupported moe_scoring_func {rule.scoring!r} ({' | '.join(SCORING)})")
+    if rule.norm_topk_prob:
+        weights = weights / (weights.sum(-1, keepdims=True) + NORM_EPS)
+    ids, weights = ids.astype(jnp.int32), weights * rule.routed_scaling_factor
+    if valid is not None:
+        ids, weights = pad_rows_like_first_valid(ids, weights, valid)
+    return ids, weights

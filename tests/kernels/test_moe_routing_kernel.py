@@ -1,0 +1,102 @@
+"""The expert-selection kernel (interpreted on CPU, and lowered for CUDA) against ref.py, and its dispatch."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dgjax.pallas.moe_routing import api, kernel, ref
+from dgjax.pallas.moe_routing.ref import RoutingRule
+
+QWEN3 = RoutingRule("softmax", 8, norm_topk_prob=True)
+GLM45 = RoutingRule("sigmoid", 8, norm_topk_prob=True, routed_scaling_factor=2.5)
+
+
+def _inputs(tokens, experts, seed, valid=None):
+    rng = np.random.default_rng(seed)
+    logits = jnp.asarray(rng.normal(size=(tokens, experts)) * 2.0, jnp.float32)
+    bias = jnp.asarray(rng.normal(size=(experts,)) * 0.3, jnp.float32)
+    valid = jnp.ones((tokens,), bool) if valid is None else jnp.asarray(valid)
+    return logits, bias, valid
+
+
+def _check(logits, bias, valid, rule):
+    got_ids, got_w = kernel.select_experts(logits, valid, bias, rule=rule, interpret=True)
+    want_ids, want_w = ref.select_experts(logits, rule, bias, valid)
+    np.testing.assert_array_equal(np.asarray(got_ids), np.asarray(want_ids))
+    np.testing.assert_allclose(np.asarray(got_w), np.asarray(want_w), rtol=1e-6, atol=1e-7)
+    assert got_ids.dtype == jnp.int32 and got_w.dtype == jnp.float32
+
+
+@pytest.mark.parametrize("rule", [
+    QWEN3, RoutingRule("softmax", 4), GLM45, RoutingRule("sigmoid", 2, routed_scaling_factor=1.5),
+    RoutingRule("softmax", 1), RoutingRule("softmax", 10, norm_topk_prob=True),  # qwen3-next: 10 of 512
+], ids=lambda r: f"{r.scoring}-k{r.top_k}-norm{int(r.norm_topk_prob)}-s{r.routed_scaling_factor}")
+@pytest.mark.parametrize("tokens,experts", [(1, 128), (2, 128), (3, 160), (16, 64), (6, 512), (5, 16)])
+def test_kernel_matches_reference(rule, tokens, experts):
+    if rule.top_k > experts:
+        pytest.skip("top_k above the expert count is not a routing")
+    _check(*_inputs(tokens, experts, seed=tokens * 1000 + experts), rule)
+
+
+@pytest.mark.parametrize("valid", [[False, True], [True, False, True, False], [False, False, True],
+                                   [False] * 4])
+@pytest.mark.parametrize("rule", [QWEN3, GLM45], ids=["softmax", "sigmoid"])
+def test_padding_rows_take_the_first_valid_rows_experts_at_weight_zero(valid, rule):
+    logits, bias, v = _inputs(len(valid), 128, seed=len(valid), valid=valid)
+    _check(logits, bias, v, rule)
+    ids, w = kernel.select_experts(logits, v, bias, rule=rule, interpret=True)
+    first = int(np.argmax(valid))
+    for t, ok in enumerate(valid):
+        if not ok:
+            assert (np.asarray(w[t]) == 0).all()
+            np.testing.assert_array_equal(np.asarray(ids[t]), np.asarray(ids[first]))
+
+
+def test_ties_go_to_the_lower_expert_like_lax_top_k():
+    logits = jnp.asarray([[0.5, 2.0, 2.0, -1.0, 2.0, 0.5, 0.0, 0.0]], jnp.float32)
+    for rule in (RoutingRule("softmax", 4), RoutingRule("sigmoid", 4)):
+        ids, _ = kernel.select_experts(logits, jnp.ones((1,), bool), jnp.zeros((8,)), rule=rule, interpret=True)
+        assert np.asarray(ids).tolist() == [[1, 2, 4, 0]]
+        _check(logits, jnp.zeros((8,)), jnp.ones((1,), bool), rule)
+
+
+def test_the_bias_steers_the_choice_but_not_the_weights():
+    logits, _, valid = _inputs(4, 64, seed=7)
+    bias = jnp.zeros((64,)).at[3].set(100.0)  # expert 3 always chosen; its weight is its unbiased score
+    ids, w = kernel.select_experts(logits, valid, bias, rule=GLM45, interpret=True)
+    assert (np.asarray(ids) == 3).any(axis=1).all()
+    _check(logits, bias, valid, GLM45)
+    assert float(jnp.max(w)) < 2.5 + 1e-6  # normalized weights times the scaling factor, not the bias
+
+
+@pytest.mark.parametrize("tokens,experts,rule", [(2, 128, QWEN3), (16, 128, GLM45), (4, 512, RoutingRule(
+    "softmax", 10, norm_topk_prob=True)), (6, 160, GLM45)])
+def test_kernel_lowers_to_a_valid_triton_module(tokens, experts, rule, verified_triton_lowering):
+    spec = jax.ShapeDtypeStruct
+    args = (spec((tokens, experts), jnp.float32), spec((tokens,), jnp.bool_), spec((experts,), jnp.float32))
+    lowered = jax.jit(lambda *a: kernel.select_experts(*a, rule=rule)).trace(*args).lower(
+        lowering_platforms=("cuda",))
+    assert verified_triton_lowering == [True] and "moe_select" in lowered.as_text()
+
+
+def test_dispatch(monkeypatch):
+    logits, bias, valid = _inputs(4, 128, seed=3)
+    monkeypatch.delenv(api.ENV_VAR, raising=False)
+    assert not api.use_kernel(4, 128, QWEN3)  # CPU (and not yet GPU-validated)
+    assert api.use_kernel(4, 128, QWEN3, impl="kernel")
+    assert not api.use_kernel(17, 128, QWEN3, impl="kernel")  # prefill chunks: ref.py
+    grouped = RoutingRule("sigmoid", 8, n_group=8, topk_group=4)
+    assert not api.use_kernel(4, 256, grouped, impl="kernel") and not kernel.supports(4, 256, grouped)
+    assert kernel.supports(4, 256, RoutingRule("sigmoid", 8, n_group=8, topk_group=8))  # all groups kept
+    monkeypatch.setenv(api.ENV_VAR, "kernel")
+    jaxpr = str(jax.make_jaxpr(lambda a, b, c: api.select_experts(a, QWEN3, b, c))(logits, bias, valid))
+    assert "pallas_call" in jaxpr
+    got = api.select_experts(logits, QWEN3, None, None)
+    want = ref.select_experts(logits, QWEN3)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+    monkeypatch.setenv(api.ENV_VAR, "nonsense")
+    with pytest.raises(ValueError, match=api.ENV_VAR):
+        api.select_experts(logits, QWEN3)
