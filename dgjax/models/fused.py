@@ -10,8 +10,10 @@ Layouts (what `blocks.attention` and `blocks.gated_mlp` read when the fused leav
   entry i of KV head j, transformers' GQA order), then its k, then its v. Sharding the kv_heads axis
   keeps each device's q heads next to their own k and v, so tensor parallelism needs no reshuffle.
 - gate_up [embed, 2, ffw]: gate then up, sharded on ffw like the separate weights.
-Weights of another type (quantized nodes) and meshes that would split q heads differently from KV heads
-keep the separate projections.
+Quantized nodes (dgjax.quant) are joined the same way from their packed rows, bit for bit
+(dgjax.quant.rows), on a single device and where every head (or the ffw dim) starts on the format's row
+grid (fp8: head_dim a multiple of 128); NVFP4, whose per-tensor global scales differ, stays separate. So do
+meshes that would split q heads differently from KV heads.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 
 from dgjax.models import blocks
+from dgjax.quant import is_quantized
+from dgjax.quant.rows import concat_row_segments
 from dgjax.sharding import ShardingRules, logical_to_sharding
 
 QKV_AXES = ("embed", "kv_heads", None, "head_dim")
@@ -54,13 +58,35 @@ def _stack_qkv(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
     return jnp.concatenate([qg, k[..., None, :], v[..., None, :]], axis=-2)
 
 
+def _quantized_qkv(q: Any, k: Any, v: Any, shape: tuple[int, ...]) -> Any:
+    """q [embed, H, D], k/v [embed, KVH, D] nodes -> one [embed, KVH, H/KVH + 2, D] node (or None)."""
+    _, kvh, group_plus_2, d = shape
+    g = group_plus_2 - 2
+    segments = []
+    for j in range(kvh):
+        segments += [(0, j * g * d, g * d), (1, j * d, d), (2, j * d, d)]
+    return concat_row_segments([q, k, v], segments, shape)
+
+
+def _fusable_nodes(mesh: Mesh, *ws: Any) -> bool:
+    """Quantized siblings are joined on a single device only (their per-array shardings differ)."""
+    return mesh.size == 1 and all(is_quantized(w) for w in ws)
+
+
 def fuse_attention(p: blocks.AttentionParams, mesh: Mesh, rules: ShardingRules) -> blocks.AttentionParams:
-    if p.q is None or not _plain(p.q, p.k, p.v) or not _kv_split_matches(p.k.shape[1], mesh, rules):
+    if p.q is None or not _kv_split_matches(p.k.shape[1], mesh, rules):
         return p
     e, h, d = p.q.shape
     kvh = p.k.shape[1]
     shape = (e, kvh, h // kvh + 2, d)
-    qkv = _place(_stack_qkv, (p.q, p.k, p.v), shape, QKV_AXES, mesh, rules)
+    if _plain(p.q, p.k, p.v):
+        qkv = _place(_stack_qkv, (p.q, p.k, p.v), shape, QKV_AXES, mesh, rules)
+    elif _fusable_nodes(mesh, p.q, p.k, p.v):
+        qkv = _quantized_qkv(p.q, p.k, p.v, shape)
+        if qkv is None:
+            return p
+    else:
+        return p
     bias = None
     if p.q_bias is not None:
         bias = _place(_stack_qkv, (p.q_bias, p.k_bias, p.v_bias), shape[1:], QKV_BIAS_AXES, mesh, rules)
@@ -68,11 +94,18 @@ def fuse_attention(p: blocks.AttentionParams, mesh: Mesh, rules: ShardingRules) 
 
 
 def fuse_mlp(p: blocks.MLPParams, mesh: Mesh, rules: ShardingRules) -> blocks.MLPParams:
-    if p.gate is None or not _plain(p.gate, p.up):
+    if p.gate is None:
         return p
     stack = lambda a, b: jnp.stack([a, b], axis=-2)  # noqa: E731
     e, f = p.gate.shape
-    gate_up = _place(stack, (p.gate, p.up), (e, 2, f), GATE_UP_AXES, mesh, rules)
+    if _plain(p.gate, p.up):
+        gate_up = _place(stack, (p.gate, p.up), (e, 2, f), GATE_UP_AXES, mesh, rules)
+    elif _fusable_nodes(mesh, p.gate, p.up):
+        gate_up = concat_row_segments([p.gate, p.up], [(0, 0, f), (1, 0, f)], (e, 2, f))
+        if gate_up is None:
+            return p
+    else:
+        return p
     bias = None
     if p.gate_bias is not None:
         bias = _place(stack, (p.gate_bias, p.up_bias), (2, f), GATE_UP_BIAS_AXES, mesh, rules)

@@ -72,3 +72,123 @@ def test_fused_decode_kernel_path_matches_transformers(hf_config, tmp_path, monk
     monkeypatch.setenv("DGJAX_ATTENTION", "kernel")
     runner = PagedRunner(cfg, params, mesh, seed=3)
     assert PROMPT + runner.greedy("seq", PROMPT, NEW_TOKENS) == want
+
+
+# ---- quantized siblings (dgjax.quant.rows): joined from their packed rows, bit for bit
+
+def _quant_node(fmt: str, w: np.ndarray):
+    """Dense [e, *out] float32 -> a node over its [N, e] rows (numpy encoders; fp8 with 16-row blocks)."""
+    from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, fp8_block, int_group, mxfp4, nvfp4
+
+    e = w.shape[0]
+    rows = w.reshape(e, -1).T
+    geo = dict(shape=w.shape, in_dims=1, expert_dims=0)
+    if fmt == "fp8":
+        values, scale = fp8_block.quantize_np(rows, (16, 16))
+        return Fp8BlockWeight(weight=jnp.asarray(values), scale=jnp.asarray(scale), block=(16, 16), **geo)
+    if fmt == "mxfp4":
+        packed, scale = mxfp4.quantize_np(rows)
+        return Mxfp4Weight(packed=jnp.asarray(packed), scale=jnp.asarray(scale), **geo)
+    if fmt == "int8":
+        values, scale, _ = int_group.quantize_np(rows, 8, 32)
+        return IntWeight(values=jnp.asarray(values), scale=jnp.asarray(scale), bits=8, group_size=32, **geo)
+    packed, block_scale, global_scale = nvfp4.quantize_np(rows)
+    return Nvfp4Weight(packed=jnp.asarray(packed), block_scale=jnp.asarray(block_scale),
+                       global_scale=jnp.asarray(global_scale), **geo)
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "mxfp4", "int8"])
+def test_quantized_qkv_and_gate_up_join_bit_for_bit_and_project_alike(fmt):
+    from dgjax.models.ops import matmul
+
+    e, h, kvh, d, f = 64, 6, 2, 16, 48
+    rng = np.random.default_rng(1)
+    dense = {n: rng.standard_normal(s).astype(np.float32) * 0.2
+             for n, s in dict(q=(e, h, d), k=(e, kvh, d), v=(e, kvh, d), gate=(e, f), up=(e, f)).items()}
+    nodes = {n: _quant_node(fmt, w) for n, w in dense.items()}
+    mesh = sharding.make_mesh(1)
+    attn = fuse_projections(blocks.AttentionParams(q=nodes["q"], k=nodes["k"], v=nodes["v"], o=jnp.zeros((h, d, e))),
+                            mesh, sharding.DEFAULT_RULES)
+    mlp = fuse_projections(blocks.MLPParams(gate=nodes["gate"], up=nodes["up"], down=jnp.zeros((f, e))),
+                           mesh, sharding.DEFAULT_RULES)
+    assert attn.q is None and type(attn.qkv) is type(nodes["q"]) and attn.qkv.shape == (e, kvh, h // kvh + 2, d)
+    assert mlp.gate is None and type(mlp.gate_up) is type(nodes["gate"]) and mlp.gate_up.shape == (e, 2, f)
+    # the fused node's dequantized rows are the separate nodes' rows, exactly, in the fused layout
+    qkv_rows = np.asarray(attn.qkv.rows()).reshape(kvh, h // kvh + 2, d, e)
+    q_rows = np.asarray(nodes["q"].rows()).reshape(kvh, h // kvh, d, e)
+    np.testing.assert_array_equal(qkv_rows[:, :-2], q_rows)
+    np.testing.assert_array_equal(qkv_rows[:, -2], np.asarray(nodes["k"].rows()).reshape(kvh, d, e))
+    np.testing.assert_array_equal(qkv_rows[:, -1], np.asarray(nodes["v"].rows()).reshape(kvh, d, e))
+    gu_rows = np.asarray(mlp.gate_up.rows()).reshape(2, f, e)
+    np.testing.assert_array_equal(gu_rows[0], np.asarray(nodes["gate"].rows()))
+    np.testing.assert_array_equal(gu_rows[1], np.asarray(nodes["up"].rows()))
+    x = jnp.asarray(rng.standard_normal((3, e)), jnp.float32)
+    fused = np.asarray(matmul(x, attn.qkv))
+    np.testing.assert_allclose(fused[:, :, -2], np.asarray(matmul(x, nodes["k"])), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fused[:, :, :-2].reshape(3, h, d), np.asarray(matmul(x, nodes["q"])),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_quantized_siblings_stay_separate_where_they_cannot_be_joined():
+    e, h, kvh, f = 64, 4, 2, 48
+    rng = np.random.default_rng(2)
+    mesh, rules = sharding.make_mesh(1), sharding.DEFAULT_RULES
+    # NVFP4: each tensor has its own global scale
+    nv = [_quant_node("nvfp4", rng.standard_normal(s).astype(np.float32)) for s in ((e, f), (e, f))]
+    assert fuse_projections(blocks.MLPParams(gate=nv[0], up=nv[1], down=jnp.zeros((f, e))), mesh, rules).gate_up is None
+    # fp8 with 16-row scale blocks and 8-wide heads: a head does not start on the row grid
+    small = {n: _quant_node("fp8", rng.standard_normal(s).astype(np.float32))
+             for n, s in dict(q=(e, h, 8), k=(e, kvh, 8), v=(e, kvh, 8)).items()}
+    p = fuse_projections(blocks.AttentionParams(o=jnp.zeros((h, 8, e)), **small), mesh, rules)
+    assert p.qkv is None and p.q is small["q"]
+    # mixed formats
+    mixed = blocks.MLPParams(gate=_quant_node("fp8", rng.standard_normal((e, f)).astype(np.float32)),
+                             up=_quant_node("mxfp4", rng.standard_normal((e, f)).astype(np.float32)),
+                             down=jnp.zeros((f, e)))
+    assert fuse_projections(mixed, mesh, rules).gate_up is None
+
+
+def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decode_kernel(tmp_path, monkeypatch):
+    """A tiny Qwen3 whose q/k/v/gate/up are fp8 nodes (16-row blocks, head_dim 32): joined, decode goes
+    through the fused decode attention kernel (interpreted) and gives the logits of the separate nodes."""
+    import torch
+    import transformers
+
+    from dense_cases import TINY
+    from dgjax.checkpoint.loader import load_params
+    from dgjax.config import ModelConfig
+
+    torch.manual_seed(0)
+    hf_cfg = transformers.Qwen3Config(**{**TINY, "hidden_size": 64, "num_attention_heads": 4, "head_dim": 32})
+    transformers.AutoModelForCausalLM.from_config(hf_cfg, dtype=torch.float32).save_pretrained(tmp_path)
+    cfg = ModelConfig.from_dir(str(tmp_path))
+    mesh = sharding.make_mesh(1)
+    dense = load_params(str(tmp_path), cfg, "float32", mesh, sharding.DEFAULT_RULES)
+
+    def to_fp8(node):
+        if isinstance(node, blocks.AttentionParams):
+            return node.replace(**{n: _quant_node("fp8", np.asarray(getattr(node, n))) for n in ("q", "k", "v")})
+        if isinstance(node, blocks.MLPParams):
+            return node.replace(**{n: _quant_node("fp8", np.asarray(getattr(node, n))) for n in ("gate", "up")})
+        return node
+
+    separate = jax.tree_util.tree_map(to_fp8, dense, is_leaf=lambda n: isinstance(
+        n, (blocks.AttentionParams, blocks.MLPParams)))
+    joined = fuse_projections(separate, mesh, sharding.DEFAULT_RULES)
+    assert _count_fused(joined) == (cfg.num_hidden_layers, cfg.num_hidden_layers)
+    monkeypatch.setenv("DGJAX_ATTENTION", "kernel")
+    from dgjax.models import blocks as blocks_module
+
+    traced = []  # the fused decode call is traced for the joined model only
+    real = blocks_module.fused_decode.decode_attention
+    monkeypatch.setattr(blocks_module.fused_decode, "decode_attention",
+                        lambda qkv, *a, **k: traced.append(type(qkv)) or real(qkv, *a, **k))
+    want = PagedRunner(cfg, separate, mesh, seed=3)
+    got = PagedRunner(cfg, joined, mesh, seed=3)
+    np.testing.assert_allclose(got.prefill("s", PROMPT), want.prefill("s", PROMPT), atol=2e-5, rtol=0)
+    token = [PROMPT[-1]]
+    for _ in range(4):
+        a, b = got.step([("s", token)], 1)[0], want.step([("s", token)], 1)[0]
+        np.testing.assert_allclose(a, b, atol=2e-5, rtol=0)
+        token = [int(np.argmax(a[-1]))]
+    assert len(traced) >= cfg.num_hidden_layers  # every layer's decode went through the fused kernel
