@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
-
-import numpy as np
 import torch
 import transformers
-
-from dgjax.checkpoint.loader import load_params
-from dgjax.config import ModelConfig
-from dgjax.sharding import DEFAULT_RULES, make_mesh
+from hf_cases import NEW_TOKENS, PROMPT, HFCase, load_case, randomize_vectors  # noqa: F401 (re-exported)
 
 TINY = dict(
     vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
     num_key_value_heads=2, max_position_embeddings=64, initializer_range=0.1,
     bos_token_id=None, eos_token_id=None, pad_token_id=None,
 )
-PROMPT = [5, 17, 99, 3, 64, 23, 8]
-NEW_TOKENS = 6
 
 # name -> (transformers config class, overrides, save with several safetensors shards)
 CASES = {
@@ -36,28 +28,7 @@ CASES = {
 }
 
 
-@dataclasses.dataclass
-class DenseCase:
-    name: str
-    hf_model: torch.nn.Module
-    cfg: ModelConfig
-    params: object
-    mesh: object
-    hf_tokens: list[int]  # PROMPT + HF's greedy continuation
-    hf_logprobs: np.ndarray  # HF teacher-forced log-probs over hf_tokens [L, V]
-
-    def hf_greedy(self, prompt: list[int], n: int) -> list[int]:
-        with torch.no_grad():
-            out = self.hf_model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False)
-        return out[0, len(prompt):].tolist()
-
-
-def _randomize_vectors(model: torch.nn.Module) -> None:
-    """HF inits norms to 1 and biases to 0, which would hide a missing norm or bias; perturb them."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.ndim == 1:
-                p.copy_((1.0 if "norm" in name else 0.0) + 0.3 * torch.randn_like(p))
+DenseCase = HFCase
 
 
 def build_case(name: str, path) -> DenseCase:
@@ -67,17 +38,8 @@ def build_case(name: str, path) -> DenseCase:
     hf_cfg = config_cls(**{**TINY, **overrides})
     model = transformers.AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="eager", dtype=torch.float32)
     model.eval()
-    _randomize_vectors(model)
+    randomize_vectors(model)
     model.save_pretrained(path, max_shard_size="40KB" if sharded else "1GB")
     if sharded:
         assert (path / "model.safetensors.index.json").exists()
-
-    cfg = ModelConfig.from_dir(str(path))
-    mesh = make_mesh(1)
-    params = load_params(str(path), cfg, "float32", mesh, DEFAULT_RULES)
-    case = DenseCase(name, model, cfg, params, mesh, [], np.zeros(0))
-    case.hf_tokens = PROMPT + case.hf_greedy(PROMPT, NEW_TOKENS)
-    with torch.no_grad():
-        logits = model(torch.tensor([case.hf_tokens])).logits[0]
-    case.hf_logprobs = torch.log_softmax(logits.float(), -1).numpy()
-    return case
+    return load_case(HFCase, name, model, path)

@@ -12,18 +12,15 @@ import numpy as np
 import torch
 import transformers
 
-from dgjax.checkpoint.loader import load_params
+from hf_cases import NEW_TOKENS, PROMPT, HFCase, load_case, randomize_vectors  # noqa: F401 (re-exported)
+
 from dgjax.checkpoint.safetensors_io import SafetensorsFolder, write_safetensors
-from dgjax.config import ModelConfig
-from dgjax.sharding import DEFAULT_RULES, make_mesh
 
 TINY = dict(
     vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
     num_attention_heads=4, num_key_value_heads=2, num_experts_per_tok=2, max_position_embeddings=64,
     initializer_range=0.1, bos_token_id=None, eos_token_id=None, pad_token_id=None,
 )
-PROMPT = [5, 17, 99, 3, 64, 23, 8]
-NEW_TOKENS = 6
 
 # name -> (transformers config class, overrides, MTP layers to add to the checkpoint)
 CASES = {
@@ -38,30 +35,9 @@ CASES = {
 
 
 @dataclasses.dataclass
-class MoECase:
-    name: str
-    hf_model: torch.nn.Module
-    cfg: ModelConfig
-    params: object
-    mesh: object
-    path: object
-    mtp_tensors: dict  # the MTP tensors written into the checkpoint (name -> array)
-    hf_tokens: list[int]  # PROMPT + HF's greedy continuation
-    hf_logprobs: np.ndarray  # HF teacher-forced log-probs over hf_tokens [L, V]
-
-    def hf_greedy(self, prompt: list[int], n: int) -> list[int]:
-        with torch.no_grad():
-            out = self.hf_model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False)
-        return out[0, len(prompt):].tolist()
-
-
-def _randomize_vectors(model: torch.nn.Module) -> None:
-    """HF inits norms to 1, biases and the router's score correction to 0: perturb them so a missing
-    one shows (the correction bias is a buffer, not a parameter)."""
-    with torch.no_grad():
-        for name, p in list(model.named_parameters()) + list(model.named_buffers()):
-            if p.ndim == 1 and ("norm" in name or "bias" in name):
-                p.copy_((1.0 if "norm" in name else 0.0) + 0.3 * torch.randn_like(p))
+class MoECase(HFCase):
+    path: object = None
+    mtp_tensors: dict = dataclasses.field(default_factory=dict)  # MTP tensors written into the checkpoint
 
 
 def _add_mtp_layers(path, hf_cfg, n_mtp: int) -> dict:
@@ -94,16 +70,7 @@ def build_case(name: str, path) -> MoECase:
     hf_cfg = config_cls(**{**TINY, **overrides})
     model = transformers.AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="eager", dtype=torch.float32)
     model.eval()
-    _randomize_vectors(model)
+    randomize_vectors(model)
     model.save_pretrained(path)
     mtp = _add_mtp_layers(path, hf_cfg, n_mtp) if n_mtp else {}
-
-    cfg = ModelConfig.from_dir(str(path))
-    mesh = make_mesh(1)
-    params = load_params(str(path), cfg, "float32", mesh, DEFAULT_RULES)
-    case = MoECase(name, model, cfg, params, mesh, path, mtp, [], np.zeros(0))
-    case.hf_tokens = PROMPT + case.hf_greedy(PROMPT, NEW_TOKENS)
-    with torch.no_grad():
-        logits = model(torch.tensor([case.hf_tokens])).logits[0]
-    case.hf_logprobs = torch.log_softmax(logits.float(), -1).numpy()
-    return case
+    return load_case(MoECase, name, model, path, path=path, mtp_tensors=mtp)
