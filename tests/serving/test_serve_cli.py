@@ -86,5 +86,5 @@ def test_serve_entry_point_starts_serves_and_stops_on_sigterm(tmp_path):
     assert rc in (0, -signal.SIGTERM), log
     assert "Application shutdown complete" in log
     assert "serving model 'cli-model'" in log and f"http://127.0.0.1:{port}" in log
-    assert "decode buckets [2, 4]" in log and "prefill buckets [64, 256]" in log
+    assert "decode buckets [4]" in log and "prefill buckets [64, 256]" in log
     assert "Uvicorn running" in log
