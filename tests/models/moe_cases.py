@@ -74,3 +74,24 @@ def build_case(name: str, path) -> MoECase:
     model.save_pretrained(path)
     mtp = _add_mtp_layers(path, hf_cfg, n_mtp) if n_mtp else {}
     return load_case(MoECase, name, model, path, path=path, mtp_tensors=mtp)
+
+
+def fresh_trace_logits(case: MoECase, monkeypatch) -> tuple[list, object]:
+    """Logits of two 16-wide prefill chunks and of batched decode steps (a padding row in the middle),
+    from a freshly traced step: kernel choices read their environment variables at trace time, and jit
+    caches a trace per Python function. Returns (logits, the jitted step)."""
+    import jax
+    import paged_runner
+    from paged_runner import PagedRunner
+
+    forward = paged_runner.step_logits.__wrapped__
+    step = jax.jit(lambda params, kv, batch, cfg: forward(params, kv, batch, cfg), static_argnames=("cfg",))
+    monkeypatch.setattr(paged_runner, "step_logits", step)
+    runner = PagedRunner(case.cfg, case.params, case.mesh, seed=1)
+    logits = [runner.step([("a", PROMPT)], 16)[0], runner.step([("b", [9, 40, 2, 77])], 16)[0]]
+    last = {"a": logits[0][-1], "b": logits[1][-1]}
+    for _ in range(NEW_TOKENS // 2):
+        out = runner.step([("a", [int(np.argmax(last["a"]))]), None, ("b", [int(np.argmax(last["b"]))])], 1)
+        logits += [out[0], out[2]]
+        last = {"a": out[0][-1], "b": out[2][-1]}
+    return logits, (step, runner)

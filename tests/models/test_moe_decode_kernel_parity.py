@@ -11,10 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import paged_runner
 import pytest
-from moe_cases import NEW_TOKENS, PROMPT, MoECase, build_case
-from paged_runner import PagedRunner
+from moe_cases import MoECase, build_case, fresh_trace_logits
 
 from dgjax.models.batch import ForwardBatch
 from dgjax.pallas.moe_decode import api
@@ -32,20 +30,9 @@ def _decode_batch(rows: int) -> ForwardBatch:
 
 
 def _run(case: MoECase, impl: str, monkeypatch) -> tuple[list[np.ndarray], str]:
-    """Logits of two 16-wide prefill chunks and of batched decode steps, with the expert path `impl`;
-    plus the decode step's jaxpr."""
+    """Logits with the expert path `impl` (moe_cases.fresh_trace_logits), plus the decode step's jaxpr."""
     monkeypatch.setenv(api.ENV_VAR, impl)
-    # The implementation is chosen at trace time and jit caches traces per Python function: trace a new one.
-    forward = paged_runner.step_logits.__wrapped__
-    step = jax.jit(lambda params, kv, batch, cfg: forward(params, kv, batch, cfg), static_argnames=("cfg",))
-    monkeypatch.setattr(paged_runner, "step_logits", step)
-    runner = PagedRunner(case.cfg, case.params, case.mesh, seed=1)
-    logits = [runner.step([("a", PROMPT)], 16)[0], runner.step([("b", [9, 40, 2, 77])], 16)[0]]
-    last = {"a": logits[0][-1], "b": logits[1][-1]}
-    for _ in range(NEW_TOKENS // 2):
-        out = runner.step([("a", [int(np.argmax(last["a"]))]), None, ("b", [int(np.argmax(last["b"]))])], 1)
-        logits += [out[0], out[2]]
-        last = {"a": out[0][-1], "b": out[2][-1]}
+    logits, (step, runner) = fresh_trace_logits(case, monkeypatch)
     jaxpr = str(jax.make_jaxpr(lambda p, kv: step(p, kv, _decode_batch(3), case.cfg))(case.params, runner.kv))
     return logits, jaxpr
 

@@ -6,12 +6,9 @@ batch); 16-wide prefill chunks too. Logits must agree to float32 rounding and gr
 
 from __future__ import annotations
 
-import jax
 import numpy as np
-import paged_runner
 import pytest
-from moe_cases import NEW_TOKENS, PROMPT, MoECase, build_case
-from paged_runner import PagedRunner
+from moe_cases import MoECase, build_case, fresh_trace_logits
 
 from dgjax.pallas.moe_routing import api, kernel
 
@@ -23,17 +20,7 @@ def moe_case(tmp_path_factory) -> MoECase:
 
 def _run(case: MoECase, impl: str, monkeypatch) -> list[np.ndarray]:
     monkeypatch.setenv(api.ENV_VAR, impl)
-    forward = paged_runner.step_logits.__wrapped__  # a fresh trace: the routing is chosen at trace time
-    step = jax.jit(lambda params, kv, batch, cfg: forward(params, kv, batch, cfg), static_argnames=("cfg",))
-    monkeypatch.setattr(paged_runner, "step_logits", step)
-    runner = PagedRunner(case.cfg, case.params, case.mesh, seed=1)
-    logits = [runner.step([("a", PROMPT)], 16)[0], runner.step([("b", [9, 40, 2, 77])], 16)[0]]
-    last = {"a": logits[0][-1], "b": logits[1][-1]}
-    for _ in range(NEW_TOKENS // 2):
-        out = runner.step([("a", [int(np.argmax(last["a"]))]), None, ("b", [int(np.argmax(last["b"]))])], 1)
-        logits += [out[0], out[2]]
-        last = {"a": out[0][-1], "b": out[2][-1]}
-    return logits
+    return fresh_trace_logits(case, monkeypatch)[0]
 
 
 def test_forced_routing_kernel_equals_jnp_routing(moe_case, monkeypatch):
