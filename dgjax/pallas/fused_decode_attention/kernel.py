@@ -30,6 +30,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas.online_softmax import online_softmax_step, page_rows
 from dgjax.pallas.paged_attention.kernel import (
     MAX_GROUP, MIN_DOT_ROWS, SUPPORTED_DTYPES, _merge_splits, default_block_tokens, default_num_splits,
     split_outputs,
@@ -126,11 +127,9 @@ def _kernel(
     offsets = lax.broadcasted_iota(jnp.int32, (block_tokens,), 0)
 
     def body(i, carry):
-        acc, m_prev, l_prev = carry
         tok = start + i * block_tokens + offsets
         valid = tok < end
-        page = plgpu.load(tables_ref.at[b * pages_per_row + lax.div(tok, page_size)], mask=valid, other=0)
-        row = ((page * page_size + lax.rem(tok, page_size)) * kv_heads + h)[:, None]
+        row = page_rows(tables_ref, b * pages_per_row, tok, valid, page_size, kv_heads, h)[:, None]
         scores = None
         for qp, (c, w) in zip(q, segs):
             kt = plgpu.load(k_ref.at[row, cols(c, w)], mask=jnp.broadcast_to(valid[:, None], (block_tokens, w)),
@@ -140,13 +139,8 @@ def _kernel(
         v = plgpu.load(v_ref.at[row, cols(0, head_dim)],
                        mask=jnp.broadcast_to(valid[:, None], (block_tokens, head_dim)), other=0).astype(dtype)
         scores = jnp.where(valid[None, :], scores * scale_log2, -jnp.inf)
-        m_next = jnp.maximum(m_prev, jnp.max(scores, axis=1))
-        m_safe = jnp.where(jnp.isfinite(m_next), m_next, 0.0)
-        correction = jnp.exp2(m_prev - m_safe)
-        p = jnp.exp2(scores - m_safe[:, None])
-        l_next = l_prev * correction + jnp.sum(p, axis=1)
-        acc = acc * correction[:, None] + plgpu.dot(p.astype(dtype), v)
-        return acc, m_next, l_next
+        # a split other than the first starts from an empty state
+        return online_softmax_step(scores, v, carry, dtype, rows_may_be_empty=True)
 
     acc, m, l = lax.fori_loop(0, num_blocks, body, (acc0, m0, l0))
     if normalize:

@@ -37,6 +37,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas.launch import target_programs
+from dgjax.pallas.online_softmax import online_softmax_step, page_rows
 
 _LOG2E = math.log2(math.e)
 MIN_DOT_ROWS = 16  # Triton's dot needs every dimension >= 16
@@ -106,12 +107,9 @@ def _decode_kernel(
     cols = lax.broadcasted_iota(jnp.int32, (1, head_dim), 1)
 
     def body(i, carry):
-        acc, m_prev, l_prev = carry
         tok = start + i * block_tokens + offsets
         valid = tok < end
-        block = lax.div(tok, page_size)
-        page = plgpu.load(tables_ref.at[b * pages_per_row + block], mask=valid, other=0)
-        flat = (page * page_size + lax.rem(tok, page_size)) * kv_heads + h
+        flat = page_rows(tables_ref, b * pages_per_row, tok, valid, page_size, kv_heads, h)
         row = flat[:, None]
         valid2 = jnp.broadcast_to(valid[:, None], (block_tokens, head_dim))
         # Both indices as arrays ([BK, 1] x [1, D]): a gather the interpreter can also run.
@@ -119,18 +117,14 @@ def _decode_kernel(
         v = load_tile(v_ref, row, cols, valid2, scaled, q.dtype)
 
         scores = plgpu.dot(q, k.astype(q.dtype), trans_b=True)  # [GP, BK] f32
+        v_scale = None
         if scaled:
             k_scale = plgpu.load(ks_ref.at[flat], mask=valid, other=0.0)
             v_scale = plgpu.load(vs_ref.at[flat], mask=valid, other=0.0)
             scores = scores * k_scale[None, :]
         scores = jnp.where(valid[None, :], scores * scale_log2, -jnp.inf)  # log2 domain
-        m_next = jnp.maximum(m_prev, jnp.max(scores, axis=1))
-        correction = jnp.exp2(m_prev - m_next)
-        p = jnp.exp2(scores - m_next[:, None])
-        l_next = l_prev * correction + jnp.sum(p, axis=1)
-        pv = p * v_scale[None, :] if scaled else p
-        acc = acc * correction[:, None] + plgpu.dot(pv.astype(q.dtype), v.astype(q.dtype))
-        return acc, m_next, l_next
+        # every block of a decode row holds a visible key (the interval is cut to it)
+        return online_softmax_step(scores, v, carry, q.dtype, rows_may_be_empty=False, v_scale=v_scale)
 
     init = (
         jnp.zeros((rows, head_dim), jnp.float32),

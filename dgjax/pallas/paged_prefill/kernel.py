@@ -35,6 +35,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas.online_softmax import online_softmax_step, page_rows
 from dgjax.pallas.paged_attention.kernel import load_tile
 
 _LOG2E = math.log2(math.e)
@@ -104,11 +105,9 @@ def _prefill_kernel(
     cols = lax.broadcasted_iota(jnp.int32, (1, head_dim), 1)
 
     def body(i, carry):
-        acc, m_prev, l_prev = carry
         tok = lo + i * block_k + offsets
         valid = tok < hi
-        page = plgpu.load(tables_ref.at[b * pages_per_row + lax.div(tok, page_size)], mask=valid, other=0)
-        flat = (page * page_size + lax.rem(tok, page_size)) * kv_heads + h
+        flat = page_rows(tables_ref, b * pages_per_row, tok, valid, page_size, kv_heads, h)
         row = flat[:, None]
         valid2 = jnp.broadcast_to(valid[:, None], (block_k, head_dim))
         # Both indices as arrays ([BK, 1] x [1, D]): a gather the interpreter can also run.
@@ -116,6 +115,7 @@ def _prefill_kernel(
         v = load_tile(v_ref, row, cols, valid2, scaled, q.dtype)
 
         scores = plgpu.dot(q, k.astype(q.dtype), trans_b=True)  # [BM, BK] f32
+        v_scale = None
         if scaled:
             k_scale = plgpu.load(ks_ref.at[flat], mask=valid, other=0.0)
             v_scale = plgpu.load(vs_ref.at[flat], mask=valid, other=0.0)
@@ -124,14 +124,7 @@ def _prefill_kernel(
         if sliding_window is not None:
             visible &= tok[None, :] > q_pos[:, None] - sliding_window
         scores = jnp.where(visible, scores * scale_log2, -jnp.inf)  # log2 domain
-        m_next = jnp.maximum(m_prev, jnp.max(scores, axis=1))
-        m_safe = jnp.where(m_next == -jnp.inf, 0.0, m_next)  # rows with no key seen yet
-        correction = jnp.exp2(m_prev - m_safe)
-        p = jnp.exp2(scores - m_safe[:, None])
-        l_next = l_prev * correction + jnp.sum(p, axis=1)
-        pv = p * v_scale[None, :] if scaled else p
-        acc = acc * correction[:, None] + plgpu.dot(pv.astype(q.dtype), v.astype(q.dtype))
-        return acc, m_next, l_next
+        return online_softmax_step(scores, v, carry, q.dtype, rows_may_be_empty=True, v_scale=v_scale)
 
     init = (
         jnp.zeros((rows, head_dim), jnp.float32),
