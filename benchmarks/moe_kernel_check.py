@@ -111,10 +111,10 @@ def _fmt_config(cfg: kernel.Config) -> str:
     return f"gate_up {f(cfg.gate_up)}, down {f(cfg.down)}"
 
 
-def sweep_configs(experts: moe.ExpertParams, smoke: bool) -> list[kernel.Config]:
+def sweep_configs(experts: moe.ExpertParams, tokens: int, top_k: int, smoke: bool) -> list[kernel.Config]:
     """Launch knobs around the default: each stage's tile and split choices with the other stage at its
     default, then warps / stages for both at once. Invalid tilings are skipped."""
-    base = kernel.default_config(experts.gate, experts.down)
+    base = kernel.default_config(experts.gate, experts.down, tokens, top_k)
     g_op = kernel.describe(experts.gate)
     d_op = kernel.describe(experts.down)
     tiles = [(64, 128, 1), (64, 128, 2), (64, 128, 4), (32, 128, 1), (32, 128, 2), (128, 128, 1),
@@ -141,7 +141,7 @@ def run_sweep(time_kernel, experts: moe.ExpertParams, tokens: int, top_k: int, b
               base_us: float, want, layers: int, smoke: bool) -> tuple[float, kernel.Config]:
     """Sweep the decode kernel's launches at `tokens` tokens (benchmarks/stage_sweep.py); µs per layer."""
     print(f"  sweep at T={tokens} (default {base_us:.1f} µs):", flush=True)
-    return sweep_two_stages(time_kernel, sweep_configs(experts, smoke), base, base_us,
+    return sweep_two_stages(time_kernel, sweep_configs(experts, tokens, top_k, smoke), base, base_us,
                             lambda out: _err(out, want)[0], _fmt_config, layers, 1e6, "µs")
 
 
@@ -160,7 +160,7 @@ def run_preset(preset: str, cfg: ModelConfig, formats, tokens_list, layers: int,
             x = jnp.asarray(rng.normal(size=(tokens, cfg.hidden_size)), jnp.bfloat16)
             ids, weights = _routing(cfg, tokens, rng)
             touched = len(np.unique(np.asarray(ids)))
-            config = kernel.default_config(experts[0].gate, experts[0].down)
+            config = kernel.default_config(experts[0].gate, experts[0].down, tokens, k)
             paths = {"kernel": lambda c=config: _kernel_layers(x, ids, weights, experts, act, c, interpret),
                      "ref.py": lambda: _ref_layers(x, ids, weights, experts, act)}
             for impl in ("ragged", "gather"):

@@ -208,6 +208,21 @@ def test_default_launches_tile_real_expert_shapes_without_k_splits():
     assert launch.block_k == 128 and launch.splits == 1
 
 
+def test_quantized_experts_split_k_until_the_gpu_is_busy():
+    """Quantized experts keep the split-to-fill rule (no sweep of theirs yet)."""
+    h200 = 2 * 132
+    fp8 = kernel.Operand("fp8", 128, 2048, 768, num_arrays=2, scale_block=(128, 128), scale_grid=(6, 16))
+    for tokens in (1, 4, 16):
+        live = kernel.expected_live_slots(128, 8, tokens)
+        launch = kernel.split_launch(fp8, live, h200)
+        kernel.check_launch(fp8, launch)
+        programs = live * (768 // launch.block_n) * launch.splits
+        assert programs >= h200 or launch.splits == kernel.MAX_SPLITS
+        assert programs < 4 * h200 or launch.splits == 1  # no splits beyond what fills the GPU
+    assert kernel.expected_live_slots(128, 8, 1) == 8
+    assert 8 < kernel.expected_live_slots(128, 8, 16) < 128
+
+
 def test_bad_launch_knobs_are_rejected():
     op = kernel.Operand("fp8", 8, 64, 32, num_arrays=2, scale_block=FP8_BLOCK, scale_grid=(2, 2))
     with pytest.raises(ValueError):

@@ -40,7 +40,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from dgjax.pallas.launch import Launch
+from dgjax.pallas.launch import Launch, target_programs
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
 
@@ -49,10 +49,12 @@ MAX_TOKENS = MIN_DOT_ROWS  # one padded row tile holds every token
 ACTIVATIONS = ("silu", "swish")
 BLOCK_N_DEFAULTS = (64, 32, 16)  # 64 bf16 columns: 128-byte rows of an input-major tile
 BLOCK_K_DEFAULTS = (128, 64, 32, 16)
-# The defaults launch no K splits and take 256-row K steps for gate/up: on the H200 at one token (8 live
-# experts of qwen3-30b-a3b) that ran 25.4 us per layer against 33.0 us for the former default, which split K
-# until ~2 programs per SM were busy (gate_up s4, down s2): a split costs a float32 partial pass and one more
-# launch, more than the idle SMs lose (benchmarks/results/2026-12-01-moe-decode-sweep-nvidia-h200.md).
+# Plain (bf16) experts launch no K splits and take 256-row K steps for gate/up: on the H200 at one token (8
+# live experts of qwen3-30b-a3b) that ran 25.4 us per layer against 33.0 us for splitting K until ~2 programs
+# per SM were busy (gate_up s4, down s2): a split costs a float32 partial pass and one more launch, more than
+# the idle SMs lose (benchmarks/results/2026-12-01-moe-decode-sweep-nvidia-h200.md). Quantized experts keep
+# the split-to-fill rule until a sweep of theirs says otherwise: their smaller tiles move fewer bytes per
+# program, so the trade may go the other way.
 GATE_UP_BLOCK_K = (256, 128, 64, 32, 16)
 MAX_SPLITS = 8
 
@@ -76,6 +78,11 @@ def supports(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str) -> boo
     return tiles_exist(g) and tiles_exist(d)
 
 
+def expected_live_slots(num_experts: int, top_k: int, tokens: int) -> float:
+    """Distinct experts that `tokens` uniformly routed tokens touch on average (sizes the grid)."""
+    return min(tokens * top_k, num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens))
+
+
 def default_launch(op: Operand, block_ks: tuple[int, ...] = BLOCK_K_DEFAULTS) -> Launch:
     """Widest column block, the first K step of `block_ks` the weight allows, no K split (see above)."""
     bn = next(b for b in BLOCK_N_DEFAULTS if valid_block_n(op, b))
@@ -83,8 +90,23 @@ def default_launch(op: Operand, block_ks: tuple[int, ...] = BLOCK_K_DEFAULTS) ->
     return Launch(bn, bk)
 
 
-def default_config(gate: Any, down: Any) -> Config:
-    return Config(default_launch(describe(gate), GATE_UP_BLOCK_K), default_launch(describe(down)))
+def split_launch(op: Operand, live_slots: float, programs: int | None = None) -> Launch:
+    """`default_launch`, then K splits until about `programs` programs are busy (quantized experts)."""
+    programs = programs or target_programs()
+    launch = default_launch(op)
+    bn, bk, splits = launch.block_n, launch.block_k, 1
+    while (live_slots * (op.n // bn) * splits < programs and splits < MAX_SPLITS
+           and op.k % (2 * splits * bk) == 0):
+        splits *= 2
+    return Launch(bn, bk, splits)
+
+
+def default_config(gate: Any, down: Any, tokens: int, top_k: int) -> Config:
+    g, d = describe(gate), describe(down)
+    if g.fmt == "plain":
+        return Config(default_launch(g, GATE_UP_BLOCK_K), default_launch(d))
+    live = expected_live_slots(g.experts, top_k, tokens)
+    return Config(split_launch(g, live), split_launch(d, live))
 
 
 def check_launch(op: Operand, launch: Launch) -> None:
@@ -250,7 +272,7 @@ def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str =
     t, k = expert_ids.shape
     if not supports(t, gate, up, down, hidden_act):
         raise ValueError(f"the MoE decode kernel does not support T={t}, {hidden_act!r} or these weights")
-    cfg = config or default_config(gate, down)
+    cfg = config or default_config(gate, down, t, k)
     ids_flat = expert_ids.reshape(t * k).astype(jnp.int32)
     wts_flat = weights.reshape(t * k).astype(jnp.float32)
     h = gate_up_stage(x, ids_flat, gate, up, cfg.gate_up, interpret)
