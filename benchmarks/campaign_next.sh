@@ -9,6 +9,9 @@ if [ "$1" = 1 ]; then
   timeout 120 python3 -m benchmarks.moe_routing_check > $L 2>&1
   # the MoE decode kernel's new default launch (no K splits) at 1-16 tokens, bf16 and fp8
   timeout 120 python3 -m benchmarks.moe_kernel_check --preset qwen3-30b-a3b --tokens 1,2,4,16 >> $L 2>&1
+  # fp8 experts still split K to fill the GPU: does the bf16 finding (no split) hold for them?
+  timeout 100 python3 -m benchmarks.moe_kernel_check --preset qwen3-30b-a3b --formats fp8 --tokens 1 --sweep \
+      --sweep-tokens 1 >> $L 2>&1
   # qwen3-30b-a3b bf16: default vs routing kernel forced (flip moe_routing GPU_VALIDATED if it wins and agrees)
   timeout 130 python3 -m benchmarks.decode_bench --preset qwen3-30b-a3b --contexts 1024 --concurrency 1,4 \
       --decode-tokens 64 --out $OUT/default >> $L 2>&1
