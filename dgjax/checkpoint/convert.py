@@ -135,8 +135,8 @@ def convert_params(params: Any, sources: Any, specs: Any, opts: QuantizeOptions,
     """Convert a whole parameter tree (e.g. random weights); `sources` / `specs` name and describe its leaves."""
     if not opts.active:
         return params
-    spec_leaves, treedef = jax.tree_util.tree_flatten(specs, is_leaf=is_spec)
     convert = leaf_converter(specs, sources, opts, mesh, rules)
+    treedef = jax.tree_util.tree_structure(specs, is_leaf=is_spec)
     leaves = treedef.flatten_up_to(params)
     return jax.tree_util.tree_unflatten(treedef, [convert(i, x) for i, x in enumerate(leaves)])
 
