@@ -53,6 +53,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--preset", default="llama-3.1-8b")
     p.add_argument("--kv-cache-dtype", default="auto")
+    p.add_argument("--quantize", default="none", help="load-time weight conversion (EngineConfig.quantize)")
     p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--context", type=int, default=1024)
     p.add_argument("--ticks", type=int, default=30)
@@ -70,7 +71,8 @@ def main() -> None:
     out = a.out or tempfile.mkdtemp(prefix="dgjax-profile-")
     model_dir = write_model_dir(a.preset, tempfile.mkdtemp(prefix="dgjax-model-"))
     mml = a.context + 4 * a.ticks + 64
-    cfg = EngineConfig(dtype="bfloat16", kv_cache_dtype=a.kv_cache_dtype, load_format="dummy", max_model_len=mml,
+    cfg = EngineConfig(dtype="bfloat16", kv_cache_dtype=a.kv_cache_dtype, quantize=a.quantize,
+                       load_format="dummy", max_model_len=mml,
                        max_concurrency=max(a.concurrency, 2), decode_buckets=(a.concurrency,),
                        prefill_buckets=(256,), enable_prefix_cache=False, aot_logprob_variants=False,
                        # a dump needs a real compile: an empty cache dir, so nothing loads from the disk cache
