@@ -1,4 +1,4 @@
-"""Tile sweep of the Pallas skinny-GEMV kernel against XLA's dot at llama-3.1-8b's projection shapes.
+"""Tile sweep of the Pallas skinny-GEMV kernel against XLA's dot at llama-3.1-8b / qwen3-30b-a3b projection shapes.
 
 Weights rotate over enough copies to exceed L2, calls are timed async with one sync (ceilings.time_async),
 and the HBM read ceiling is measured in the same run. Prints the best configs per shape; the full
@@ -20,12 +20,15 @@ from jax import lax
 from benchmarks.ceilings import measure_read_ceiling, time_async
 from dgjax.pallas.gemv.kernel import gemv
 
-SHAPES = {  # name: (K, N) for llama-3.1-8b
+SHAPES = {  # name: (K, N): llama-3.1-8b, then qwen3-30b-a3b's attention and router
     "qkv": (4096, 6144),
     "o": (4096, 4096),
     "gate": (4096, 14336),
     "gate_up": (4096, 28672),
     "down": (14336, 4096),
+    "moe_qkv": (2048, 5120),
+    "moe_o": (4096, 2048),
+    "router": (2048, 128),
 }
 
 
