@@ -183,10 +183,13 @@ def _project_qkv(p: AttentionParams, x: jax.Array) -> tuple[jax.Array, jax.Array
     return q, y[..., group, :], y[..., group + 1, :]
 
 
-def _fused_decode_attention(p, x, k_pages, v_pages, batch, slots, cos_sin, cfg, sliding_window):
+def _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, cos_sin, cfg, sliding_window):
     with jax.named_scope("attention_decode"):
-        with jax.named_scope("qkv"):
-            qkv = _project(x, p.qkv, p.qkv_bias)[:, 0]  # [B, kv_heads, group + 2, head_dim]
+        with jax.named_scope("qkv"):  # the input norm runs inside the GEMV where its kernel does
+            qkv = matmul(x, p.qkv, norm=input_norm, eps=cfg.rms_norm_eps)
+            if p.qkv_bias is not None:
+                qkv = qkv + p.qkv_bias.astype(qkv.dtype)
+            qkv = qkv[:, 0]  # [B, kv_heads, group + 2, head_dim]
         cos, sin = cos_sin
         o, k_pages, v_pages = fused_decode.decode_attention(
             qkv, cos[:, 0], sin[:, 0], k_pages, v_pages, batch.block_tables, batch.context_lens,
@@ -210,15 +213,21 @@ def attention(
     cos_sin: tuple[jax.Array, jax.Array],
     cfg: ModelConfig,
     sliding_window: int | None,
+    input_norm: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Self-attention of x [B, T, embed] through the paged cache: (output, new k_pages, new v_pages).
 
+    `input_norm`: the layer's pre-attention RMSNorm weight, applied to x here (x is then the raw residual
+    stream) so that decode can fuse it into the qkv GEMV (dgjax/pallas/gemv).
     Decode (T == 1) with fused qkv weights hands the projection's output to one fused call (norm, rope,
     K/V append and attention: dgjax/pallas/fused_decode_attention) instead of the separate steps below.
     """
     if x.shape[1] == 1 and p.qkv is not None and fused_decode.supported(
             p.qkv.shape, cos_sin[0].shape[-1], k_pages.dtype):
-        return _fused_decode_attention(p, x, k_pages, v_pages, batch, slots, cos_sin, cfg, sliding_window)
+        return _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, cos_sin, cfg,
+                                       sliding_window)
+    if input_norm is not None:
+        x = rms_norm(x, input_norm, cfg.rms_norm_eps)
     with jax.named_scope("attention"):
         with jax.named_scope("qkv"):
             q, k, v = _project_qkv(p, x)

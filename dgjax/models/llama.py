@@ -71,9 +71,9 @@ def run_decoder(params: Any, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig,
     new_k, new_v = [], []
     for i, layer in enumerate(params.layers):
         with jax.named_scope(f"layer_{i}"):
-            h = blocks.rms_norm(x, layer.input_norm, cfg.rms_norm_eps)
             h, k_pages, v_pages = blocks.attention(
-                layer.attn, h, kv.k[i], kv.v[i], batch, slots, cos_sin, cfg, cfg.layer_sliding_window(i)
+                layer.attn, x, kv.k[i], kv.v[i], batch, slots, cos_sin, cfg, cfg.layer_sliding_window(i),
+                input_norm=layer.input_norm,
             )
             x = x + h
             h = blocks.rms_norm(x, layer.post_attention_norm, cfg.rms_norm_eps)

@@ -3,6 +3,8 @@
 Weights are stored input-major: a weight of shape [*in_dims, *out_dims] contracts x's trailing
 `len(in_dims)` dimensions. Quantized weight nodes (`dgjax.quant`) stand for such a weight and take their
 own branch in `matmul` (dgjax.pallas.quant_gemv: a Pallas GEMV for 1-16 rows on GPU, else the reference).
+Plain weights of decode-sized products go to dgjax.pallas.gemv where its api picks the kernel, which can
+also apply the RMSNorm that precedes a projection (`norm=`) in its prologue instead of a launch of its own.
 """
 
 from __future__ import annotations
@@ -13,14 +15,19 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from dgjax.pallas import gemv
+from dgjax.pallas.gemv.ref import rms_norm
 from dgjax.pallas.quant_gemv import quant_matmul
 from dgjax.quant import is_quantized
 
 
-def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None) -> jax.Array:
+def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None, norm: jax.Array | None = None,
+           eps: float = 1e-6) -> jax.Array:
     """x [..., *in] . w [*in, *out] -> [..., *out], accumulating in float32.
 
-    The result is in `out_dtype` (default: x's dtype); pass float32 for logits.
+    The result is in `out_dtype` (default: x's dtype); pass float32 for logits. With `norm` [*in] (contract
+    1 only), x is first RMS-normalized (float32, eps) and scaled by it, rounded to x's dtype, as
+    `dgjax.models.blocks.rms_norm` does.
 
     Both operands are flattened to one plain 2-D GEMM first: with several output dims (e.g. k/v
     projections [embed, kv_heads, head_dim]) and a single row, XLA on GPU rewrote the dot into a
@@ -28,14 +35,23 @@ def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None) -> 
     reduction, which made batch-1 decode 2.2x slower per step than batch 2 (measured on an H200,
     benchmarks/gemv_layout.py and decode_bench; see benchmarks/results/).
     """
+    if norm is not None and contract != 1:
+        raise ValueError("matmul fuses a norm only over one contracted dim")
     if is_quantized(w):
+        if norm is not None:
+            x = rms_norm(x, norm, eps)
         return quant_matmul(x, w, contract=contract, out_dtype=out_dtype)  # kernel for decode rows on GPU
     in_shape, out_shape = w.shape[:contract], w.shape[contract:]
     lead = x.shape[: x.ndim - contract]
     k = math.prod(in_shape)
     x2 = x.reshape((math.prod(lead), k))
     w2 = w.astype(x.dtype).reshape((k, math.prod(out_shape)))
-    out = lax.dot_general(x2, w2, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+    if gemv.use_kernel(x2.shape[0], x2.dtype, w2, norm is not None):
+        out = gemv.gemv(x2, w2, norm, eps=eps)
+    else:
+        if norm is not None:
+            x2 = rms_norm(x2, norm, eps)
+        out = lax.dot_general(x2, w2, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
     return out.astype(out_dtype or x.dtype).reshape(lead + out_shape)
 
 

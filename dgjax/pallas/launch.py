@@ -4,6 +4,7 @@ a skinny-GEMM stage (MoE decode stages, quantized GEMV)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import jax
 
@@ -26,3 +27,11 @@ class Launch:
     splits: int = 1
     num_warps: int = 4
     num_stages: int = 3
+
+
+def choose_impl(impl: str | None, env_var: str, impls: tuple[str, ...], what: str) -> str:
+    """A kernel api's requested implementation: the argument, else $env_var, else "auto"; validated."""
+    chosen = (impl or os.environ.get(env_var) or "auto").strip().lower()
+    if chosen not in impls:
+        raise ValueError(f"{what} impl must be one of {impls}, got {chosen!r} (from {env_var} or impl=)")
+    return chosen

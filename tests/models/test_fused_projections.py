@@ -47,10 +47,12 @@ def test_qkv_layout_groups_q_heads_with_their_kv_head():
     np.testing.assert_array_equal(qkv[:, :, 4], np.asarray(v))
 
 
-@pytest.mark.parametrize("hf_config", ["qwen3_head_dim_32", "llama_head_dim_32"])
-def test_fused_decode_kernel_path_matches_transformers(hf_config, tmp_path, monkeypatch):
+@pytest.mark.parametrize("hf_config,gemv", [("qwen3_head_dim_32", "ref"), ("llama_head_dim_32", "ref"),
+                                            ("qwen3_head_dim_32", "kernel")])
+def test_fused_decode_kernel_path_matches_transformers(hf_config, gemv, tmp_path, monkeypatch):
     """Decode through the fused decode attention kernel (interpreted on the CPU) keeps greedy parity with
-    transformers (head_dim 32: the kernel's rope segments need >= 16 columns)."""
+    transformers (head_dim 32: the kernel's rope segments need >= 16 columns); with gemv "kernel" the
+    decode projections also run the skinny GEMV kernel, the input norm fused into the qkv one."""
     import torch
     import transformers
 
@@ -70,6 +72,7 @@ def test_fused_decode_kernel_path_matches_transformers(hf_config, tmp_path, monk
     params = fuse_projections(load_params(str(tmp_path), cfg, "float32", mesh, sharding.DEFAULT_RULES),
                               mesh, sharding.DEFAULT_RULES)
     monkeypatch.setenv("DGJAX_ATTENTION", "kernel")
+    monkeypatch.setenv("DGJAX_GEMV", gemv)
     runner = PagedRunner(cfg, params, mesh, seed=3)
     assert PROMPT + runner.greedy("seq", PROMPT, NEW_TOKENS) == want
 

@@ -11,13 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from dgjax.pallas.gemv.ref import rms_norm
 from dgjax.pallas.paged_attention import ref as paged_ref
-
-
-def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
-    xf = x.astype(jnp.float32)
-    normed = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
-    return (normed * weight.astype(jnp.float32)).astype(x.dtype)
 
 
 def rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:

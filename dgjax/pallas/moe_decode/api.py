@@ -14,11 +14,11 @@ by setting the variable before each `jit`. Weights are expert-stacked arrays ([E
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import jax
 
+from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.moe_decode import kernel, ref
 
 IMPLS = ("auto", "ref", "kernel")
@@ -29,10 +29,7 @@ log = logging.getLogger(__name__)
 
 def resolve_impl(impl: str | None = None) -> str:
     """The requested implementation: the argument, else $DGJAX_MOE_KERNEL, else "auto"."""
-    chosen = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower()
-    if chosen not in IMPLS:
-        raise ValueError(f"moe decode impl must be one of {IMPLS}, got {chosen!r} (from {ENV_VAR} or impl=)")
-    return chosen
+    return choose_impl(impl, ENV_VAR, IMPLS, "moe decode")
 
 
 def use_kernel(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str, impl: str | None = None) -> bool:

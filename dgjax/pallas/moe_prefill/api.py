@@ -14,12 +14,12 @@ Dispatch (decided at trace time):
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.moe_prefill import kernel, ref
 
 IMPLS = ("auto", "ref", "kernel")
@@ -30,10 +30,7 @@ log = logging.getLogger(__name__)
 
 def resolve_impl(impl: str | None = None) -> str:
     """The requested implementation: the argument, else $DGJAX_MOE_PREFILL, else "auto"."""
-    chosen = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower()
-    if chosen not in IMPLS:
-        raise ValueError(f"moe prefill impl must be one of {IMPLS}, got {chosen!r} (from {ENV_VAR} or impl=)")
-    return chosen
+    return choose_impl(impl, ENV_VAR, IMPLS, "moe prefill")
 
 
 def use_kernel(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str, impl: str | None = None) -> bool:

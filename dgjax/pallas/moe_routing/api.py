@@ -12,11 +12,10 @@ Dispatch (decided at trace time):
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 
+from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.moe_routing import kernel, ref
 from dgjax.pallas.moe_routing.ref import RoutingRule
 
@@ -26,10 +25,7 @@ GPU_VALIDATED = False  # flip once benchmarks/moe_routing_check.py has checked i
 
 
 def resolve_impl(impl: str | None = None) -> str:
-    chosen = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower()
-    if chosen not in IMPLS:
-        raise ValueError(f"moe routing impl must be one of {IMPLS}, got {chosen!r} (from {ENV_VAR} or impl=)")
-    return chosen
+    return choose_impl(impl, ENV_VAR, IMPLS, "moe routing")
 
 
 def use_kernel(tokens: int, num_experts: int, rule: RoutingRule, impl: str | None = None) -> bool:

@@ -16,14 +16,19 @@ trace both paths by setting the variable before each `jit`.
 from __future__ import annotations
 
 import logging
-import os
 
 import jax
 import jax.numpy as jnp
 
 from dgjax.pallas import paged_prefill
+from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.paged_attention import kernel, ref
-from dgjax.pallas.paged_attention.ref import FP8_DTYPE, QuantizedPages, dequantize_fp8, quantize_fp8
+from dgjax.pallas.paged_attention.ref import (
+    FP8_DTYPE,
+    QuantizedPages,
+    dequantize_fp8,
+    quantize_fp8,
+)
 
 __all__ = [
     "FP8_DTYPE", "QuantizedPages", "dequantize_fp8", "quantize_fp8",
@@ -52,10 +57,7 @@ def write_kv(
 
 def resolve_impl(impl: str | None) -> str:
     """The requested implementation: the argument, else $DGJAX_ATTENTION, else "auto"."""
-    chosen = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower()
-    if chosen not in IMPLS:
-        raise ValueError(f"attention impl must be one of {IMPLS}, got {chosen!r} (from {ENV_VAR} or impl=)")
-    return chosen
+    return choose_impl(impl, ENV_VAR, IMPLS, "attention")
 
 
 def decode_window(

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from typing import Any
 
 import jax
 
+from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.quant_gemv import kernel
 from dgjax.quant import reference_matmul
 
@@ -36,10 +36,7 @@ log = logging.getLogger(__name__)
 
 def resolve_impl(impl: str | None = None) -> str:
     """The requested implementation: the argument, else $DGJAX_QUANT_GEMV, else "auto"."""
-    chosen = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower()
-    if chosen not in IMPLS:
-        raise ValueError(f"quant gemv impl must be one of {IMPLS}, got {chosen!r} (from {ENV_VAR} or impl=)")
-    return chosen
+    return choose_impl(impl, ENV_VAR, IMPLS, "quant gemv")
 
 
 def use_kernel(rows: int, w: Any, x_dtype: Any, impl: str | None = None) -> bool:
