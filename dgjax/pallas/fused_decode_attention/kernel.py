@@ -32,9 +32,9 @@ from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas.online_softmax import online_softmax_step, page_rows
 from dgjax.pallas.paged_attention.kernel import (
-    MAX_GROUP, MIN_DOT_ROWS, SUPPORTED_DTYPES, _merge_splits, default_block_tokens, default_num_splits,
-    split_outputs,
+    MAX_GROUP, MIN_DOT_ROWS, SUPPORTED_DTYPES, default_block_tokens, default_num_splits, split_outputs,
 )
+from dgjax.pallas.split_merge import kernel as split_merge
 
 _LOG2E = math.log2(math.e)
 
@@ -227,6 +227,9 @@ def fused_decode_attention(
         name=f"fused_decode_attention_g{gp}_d{d}_bk{bk}_s{splits}",
     )(*args)
     main, k_out, v_out = outs[:n_main], outs[n_main], outs[n_main + 1]
-    out = main[0] if normalize else _merge_splits(*main)
-    out = out[:, :, :g].reshape(b, kvh * g, d).astype(qkv.dtype)
+    if normalize:
+        out = main[0][:, :, :g]
+    else:
+        out = split_merge.merge_splits(*main, group=g, out_dtype=qkv.dtype, interpret=interpret)
+    out = out.reshape(b, kvh * g, d)
     return out, k_out.reshape(k_pages.shape), v_out.reshape(v_pages.shape)

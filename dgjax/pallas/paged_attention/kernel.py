@@ -13,8 +13,8 @@ Why this shape:
   at G=4 and full HBM speed before the reductions, and worse for G=8 or 12 (Qwen3-Next, GLM).
 - Split-K (flash-decoding): the interval is cut into `num_splits` equal, block-aligned pieces, so that
   batch 1 with 8 KV heads still puts work on every SM at long contexts. Each split writes its unnormalised
-  accumulator plus (max, sum) of its scores, and a small jnp pass merges them. With one split the kernel
-  normalises in place and no second pass runs.
+  accumulator plus (max, sum) of its scores, and one small kernel (dgjax/pallas/split_merge) merges them.
+  With one split the kernel normalises in place and no second pass runs.
 - Scores and softmax are float32 (exp2 with log2(e) folded into the scale); q is cast to the page dtype
   and probabilities to the value dtype before the dots, as in ref.py, but unnormalised (<= 1, divided
   at the end) where ref.py casts normalised ones: with bf16 pages the two agree to bf16 rounding.
@@ -38,6 +38,7 @@ from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas.launch import target_programs
 from dgjax.pallas.online_softmax import online_softmax_step, page_rows
+from dgjax.pallas.split_merge import kernel as split_merge
 
 _LOG2E = math.log2(math.e)
 MIN_DOT_ROWS = 16  # Triton's dot needs every dimension >= 16
@@ -146,7 +147,7 @@ def _decode_kernel(
 
 def split_outputs(b: int, kvh: int, splits: int, gp: int, d: int, dtype) -> tuple[list, list]:
     """Output shapes and block specs of a (row, kv head, split) grid: the normalised [B, KVH, GP, D]
-    result with one split, else per split the float32 accumulator, running max and sum for `_merge_splits`."""
+    result with one split, else per split the float32 accumulator, running max and sum for split_merge."""
     if splits == 1:
         return ([jax.ShapeDtypeStruct((b, kvh, gp, d), dtype)],
                 [pl.BlockSpec((None, None, gp, d), lambda i, j, s: (i, j, 0, 0))])
@@ -161,16 +162,6 @@ def split_outputs(b: int, kvh: int, splits: int, gp: int, d: int, dtype) -> tupl
         pl.BlockSpec((None, None, None, gp), lambda i, j, s: (i, j, s, 0)),
     ]
     return out_shape, out_specs
-
-
-def _merge_splits(acc: jax.Array, m: jax.Array, l: jax.Array) -> jax.Array:
-    """Combine per-split (acc [.., S, G, D], max [.., S, G], sum [.., S, G]) in the log2 domain."""
-    m_all = jnp.max(m, axis=-2, keepdims=True)
-    m_all = jnp.where(jnp.isfinite(m_all), m_all, 0.0)
-    w = jnp.where(l > 0.0, jnp.exp2(m - m_all), 0.0)
-    num = jnp.sum(acc * w[..., None], axis=-3)
-    den = jnp.sum(l * w, axis=-2)
-    return num / jnp.where(den == 0.0, 1.0, den)[..., None]
 
 
 @functools.partial(
@@ -248,5 +239,8 @@ def paged_decode_attention(
         name=f"paged_decode_attention_g{gp}_d{d}_bk{bk}_s{splits}{'_fp8' if scaled else ''}",
     )(lo, hi, tables, qg, k_rows, v_rows, *scale_rows)
 
-    out = outs[0] if normalize else _merge_splits(*outs)
-    return out[:, :, :g].reshape(b, h, d).astype(q.dtype)
+    if normalize:
+        out = outs[0][:, :, :g]
+    else:
+        out = split_merge.merge_splits(*outs, group=g, out_dtype=q.dtype, interpret=interpret)
+    return out.reshape(b, h, d)
