@@ -3,7 +3,7 @@
 Weights are stored input-major: a weight of shape [*in_dims, *out_dims] contracts x's trailing
 `len(in_dims)` dimensions. Quantized weight nodes (`dgjax.quant`) stand for such a weight and take their
 own branch in `matmul` (dgjax.pallas.quant_gemv: a Pallas GEMV for 1-16 rows on GPU, else the reference).
-Plain weights of decode-sized products go to dgjax.pallas.gemv where its api picks the kernel, which can
+Plain weights of decode-sized products can go to dgjax.pallas.gemv (opt-in, DGJAX_GEMV=kernel), which can
 also apply the RMSNorm that precedes a projection (`norm=`) in its prologue instead of a launch of its own.
 """
 
@@ -46,7 +46,7 @@ def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None, nor
     k = math.prod(in_shape)
     x2 = x.reshape((math.prod(lead), k))
     w2 = w.astype(x.dtype).reshape((k, math.prod(out_shape)))
-    if gemv.use_kernel(x2.shape[0], x2.dtype, w2, norm is not None):
+    if gemv.use_kernel(x2.shape[0], x2.dtype, w2):
         out = gemv.gemv(x2, w2, norm, eps=eps)
     else:
         if norm is not None:

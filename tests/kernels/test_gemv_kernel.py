@@ -73,18 +73,22 @@ def test_launch_fills_the_device_and_tiles_the_shape(k, n):
     assert programs >= api.TARGET_PROGRAMS or launch.splits == 8 or k % (2 * launch.splits * 128), launch
 
 
-def test_dispatch_keeps_xla_on_cpu_and_for_prefill_and_quantized_weights(monkeypatch):
-    w = jnp.zeros((4096, 2048), jnp.bfloat16)  # 16 MB: inside the GPU size window
+def test_dispatch_runs_the_kernel_only_when_asked(monkeypatch):
+    """auto keeps XLA's dot (the kernel lost to it in the engine on the H200); kernel opts in for decode rows."""
+    w = jnp.zeros((4096, 2048), jnp.bfloat16)
     monkeypatch.delenv(api.ENV_VAR, raising=False)
-    assert not api.use_kernel(2, jnp.bfloat16, w, normed=True)  # auto on the CPU
-    assert api.use_kernel(2, jnp.bfloat16, w, normed=True, impl="kernel")
-    assert not api.use_kernel(17, jnp.bfloat16, w, normed=True, impl="kernel")  # a prefill chunk
-    assert not api.use_kernel(2, jnp.float32, w, normed=False, impl="kernel")  # dtype mismatch
+    assert not api.use_kernel(2, jnp.bfloat16, w)
+    assert api.use_kernel(2, jnp.bfloat16, w, impl="kernel")
+    assert not api.use_kernel(17, jnp.bfloat16, w, impl="kernel")  # a prefill chunk
+    assert not api.use_kernel(2, jnp.float32, w, impl="kernel")  # dtype mismatch
+    assert not api.use_kernel(2, jnp.bfloat16, jnp.zeros((4096, 100), jnp.bfloat16), impl="kernel")  # no tiling
+    monkeypatch.setenv(api.ENV_VAR, "kernel")
+    assert api.use_kernel(2, jnp.bfloat16, w)
     monkeypatch.setenv(api.ENV_VAR, "ref")
-    assert not api.use_kernel(2, jnp.bfloat16, w, normed=True)
+    assert not api.use_kernel(2, jnp.bfloat16, w)
     monkeypatch.setenv(api.ENV_VAR, "fast")
     with pytest.raises(ValueError, match="DGJAX_GEMV"):
-        api.use_kernel(2, jnp.bfloat16, w, normed=True)
+        api.use_kernel(2, jnp.bfloat16, w)
 
 
 @pytest.mark.parametrize("contract", [1, 2])
