@@ -98,3 +98,18 @@ def test_kernel_lowers_to_a_valid_triton_module(s, group, d, out_dtype, verified
     lowered = jax.jit(lambda *a: kernel.merge_splits(*a, group=group, out_dtype=out_dtype)).trace(*args).lower(
         lowering_platforms=("cuda",))
     assert verified_triton_lowering == [True] and f"split_merge_s{s}_g{gp}_d{d}" in lowered.as_text()
+
+
+def test_attention_merge_runs_the_kernel_only_for_small_batches(verified_triton_lowering):
+    """merge_for_attention (what the decode kernels call): the kernel at B <= MAX_KERNEL_ROWS (it won there on
+    the H200), the jnp merge above; both give ref.py's result."""
+    from dgjax.pallas.split_merge import api
+
+    spec = jax.ShapeDtypeStruct
+    for b in (api.MAX_KERNEL_ROWS, api.MAX_KERNEL_ROWS + 2):
+        args = (spec((b, 4, 9, 16, 128), jnp.float32), spec((b, 4, 9, 16), jnp.float32),
+                spec((b, 4, 9, 16), jnp.float32))
+        text = jax.jit(lambda *a: api.merge_for_attention(*a, group=8, out_dtype=jnp.bfloat16, interpret=False)
+                       ).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+        assert ("split_merge" in text) == (b <= api.MAX_KERNEL_ROWS)
+    assert verified_triton_lowering == [True]

@@ -34,7 +34,7 @@ from dgjax.pallas.online_softmax import online_softmax_step, page_rows
 from dgjax.pallas.paged_attention.kernel import (
     MAX_GROUP, MIN_DOT_ROWS, SUPPORTED_DTYPES, default_block_tokens, default_num_splits, split_outputs,
 )
-from dgjax.pallas.split_merge import kernel as split_merge
+from dgjax.pallas.split_merge import api as split_merge
 
 _LOG2E = math.log2(math.e)
 
@@ -230,6 +230,6 @@ def fused_decode_attention(
     if normalize:
         out = main[0][:, :, :g]
     else:
-        out = split_merge.merge_splits(*main, group=g, out_dtype=qkv.dtype, interpret=interpret)
+        out = split_merge.merge_for_attention(*main, group=g, out_dtype=qkv.dtype, interpret=interpret)
     out = out.reshape(b, kvh * g, d)
     return out, k_out.reshape(k_pages.shape), v_out.reshape(v_pages.shape)

@@ -13,7 +13,7 @@ Why this shape:
   at G=4 and full HBM speed before the reductions, and worse for G=8 or 12 (Qwen3-Next, GLM).
 - Split-K (flash-decoding): the interval is cut into `num_splits` equal, block-aligned pieces, so that
   batch 1 with 8 KV heads still puts work on every SM at long contexts. Each split writes its unnormalised
-  accumulator plus (max, sum) of its scores, and one small kernel (dgjax/pallas/split_merge) merges them.
+  accumulator plus (max, sum) of its scores, merged by dgjax/pallas/split_merge (one small kernel at batch <= 2).
   With one split the kernel normalises in place and no second pass runs.
 - Scores and softmax are float32 (exp2 with log2(e) folded into the scale); q is cast to the page dtype
   and probabilities to the value dtype before the dots, as in ref.py, but unnormalised (<= 1, divided
@@ -38,7 +38,7 @@ from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas.launch import target_programs
 from dgjax.pallas.online_softmax import online_softmax_step, page_rows
-from dgjax.pallas.split_merge import kernel as split_merge
+from dgjax.pallas.split_merge import api as split_merge
 
 _LOG2E = math.log2(math.e)
 MIN_DOT_ROWS = 16  # Triton's dot needs every dimension >= 16
@@ -242,5 +242,5 @@ def paged_decode_attention(
     if normalize:
         out = outs[0][:, :, :g]
     else:
-        out = split_merge.merge_splits(*outs, group=g, out_dtype=q.dtype, interpret=interpret)
+        out = split_merge.merge_for_attention(*outs, group=g, out_dtype=q.dtype, interpret=interpret)
     return out.reshape(b, h, d)
