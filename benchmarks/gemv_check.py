@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
             out.append(r)
             print(f"{name} M={rows}: kernel {r.kernel_us:.1f} µs, xla {r.xla_us:.1f} µs, rel err {r.rel:.1e}", flush=True)
     bw = ceiling.bytes_per_s if ceiling else None
-    print(f"\n| shape | rows | MB | launch | kernel µs | XLA (norm + dot) µs | kernel TB/s | of ceiling | max rel err |")
+    print("\n| shape | rows | MB | launch | kernel µs | XLA (norm + dot) µs | kernel TB/s | of ceiling | max rel err |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in out:
         tbs = r.mb * 1e6 / (r.kernel_us * 1e-6) / 1e12

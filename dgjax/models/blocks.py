@@ -17,6 +17,7 @@ from flax import struct
 
 from dgjax.config import ModelConfig, RopeScaling
 from dgjax.models.batch import ForwardBatch
+from dgjax.models import ops
 from dgjax.models.ops import matmul
 from dgjax.models.params import ParamSpec, normal_init, ones_init, zeros_init
 from dgjax.pallas.fused_decode_attention import api as fused_decode
@@ -32,9 +33,7 @@ def norm_spec(dim: int, dtype: Any) -> ParamSpec:
 def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
     """RMSNorm over the last axis, computed in float32, returned in x's dtype."""
     with jax.named_scope("rms_norm"):
-        xf = x.astype(jnp.float32)
-        normed = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
-        return (normed * weight.astype(jnp.float32)).astype(x.dtype)
+        return ops.rms_norm(x, weight, eps)
 
 
 # ---------------------------------------------------------------- rotary embeddings
@@ -168,8 +167,9 @@ def attention_specs(cfg: ModelConfig, dtype: Any) -> AttentionParams:
     )
 
 
-def _project(x: jax.Array, w: jax.Array, bias: jax.Array | None) -> jax.Array:
-    y = matmul(x, w)
+def _project(x: jax.Array, w: jax.Array, bias: jax.Array | None, norm: jax.Array | None = None,
+             eps: float = 1e-6) -> jax.Array:
+    y = matmul(x, w, norm=norm, eps=eps)
     return y if bias is None else y + bias.astype(y.dtype)
 
 
@@ -186,10 +186,7 @@ def _project_qkv(p: AttentionParams, x: jax.Array) -> tuple[jax.Array, jax.Array
 def _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, cos_sin, cfg, sliding_window):
     with jax.named_scope("attention_decode"):
         with jax.named_scope("qkv"):  # the input norm runs inside the GEMV where its kernel does
-            qkv = matmul(x, p.qkv, norm=input_norm, eps=cfg.rms_norm_eps)
-            if p.qkv_bias is not None:
-                qkv = qkv + p.qkv_bias.astype(qkv.dtype)
-            qkv = qkv[:, 0]  # [B, kv_heads, group + 2, head_dim]
+            qkv = _project(x, p.qkv, p.qkv_bias, input_norm, cfg.rms_norm_eps)[:, 0]  # [B, kv_heads, group + 2, head_dim]
         cos, sin = cos_sin
         o, k_pages, v_pages = fused_decode.decode_attention(
             qkv, cos[:, 0], sin[:, 0], k_pages, v_pages, batch.block_tables, batch.context_lens,

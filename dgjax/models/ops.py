@@ -13,7 +13,6 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from dgjax.pallas import gemv
 from dgjax.pallas.gemv.ref import rms_norm
@@ -46,12 +45,7 @@ def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None, nor
     k = math.prod(in_shape)
     x2 = x.reshape((math.prod(lead), k))
     w2 = w.astype(x.dtype).reshape((k, math.prod(out_shape)))
-    if gemv.use_kernel(x2.shape[0], x2.dtype, w2):
-        out = gemv.gemv(x2, w2, norm, eps=eps)
-    else:
-        if norm is not None:
-            x2 = rms_norm(x2, norm, eps)
-        out = lax.dot_general(x2, w2, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+    out = gemv.gemv(x2, w2, norm, eps=eps)  # the kernel where asked for, else rms_norm then XLA's dot
     return out.astype(out_dtype or x.dtype).reshape(lead + out_shape)
 
 

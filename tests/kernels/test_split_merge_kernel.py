@@ -77,16 +77,6 @@ def test_blocks_of_head_dim_give_the_same_result(block_d):
     np.testing.assert_array_equal(np.asarray(whole), np.asarray(split))
 
 
-def test_api_follows_dgjax_attention(monkeypatch):
-    acc, m, l = _partials(3, 1, 2, 4, 16, 64)
-    want = ref.merge_splits(acc, m, l, 8, jnp.float32)
-    for impl in ("ref", "kernel", None):
-        assert _err(api.merge_splits(acc, m, l, 8, jnp.float32, impl=impl), want, acc, m, l, 8) <= 1e-6
-    monkeypatch.setenv("DGJAX_ATTENTION", "bogus")
-    with pytest.raises(ValueError):
-        api.merge_splits(acc, m, l, 8, jnp.float32)
-
-
 @pytest.mark.parametrize("s,group,d,out_dtype", [(17, 8, 128, jnp.bfloat16), (3, 4, 64, jnp.float32),
                                                  (64, 16, 128, jnp.bfloat16), (5, 3, 128, jnp.bfloat16)])
 def test_kernel_lowers_to_a_valid_triton_module(s, group, d, out_dtype, verified_triton_lowering):
@@ -102,9 +92,7 @@ def test_kernel_lowers_to_a_valid_triton_module(s, group, d, out_dtype, verified
 
 def test_attention_merge_runs_the_kernel_only_for_small_batches(verified_triton_lowering):
     """merge_for_attention (what the decode kernels call): the kernel at B <= MAX_KERNEL_ROWS (it won there on
-    the H200), the jnp merge above; both give ref.py's result."""
-    from dgjax.pallas.split_merge import api
-
+    the H200), the jnp merge above."""
     spec = jax.ShapeDtypeStruct
     for b in (api.MAX_KERNEL_ROWS, api.MAX_KERNEL_ROWS + 2):
         args = (spec((b, 4, 9, 16, 128), jnp.float32), spec((b, 4, 9, 16), jnp.float32),
