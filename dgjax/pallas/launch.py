@@ -20,13 +20,30 @@ def target_programs() -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """One skinny-GEMM stage: output columns per program, K inputs per step, K splits, Triton params."""
+    """One skinny-GEMM stage: output columns per program, K inputs per step, K splits, Triton params.
+
+    `unroll` K steps run per loop iteration (more loads in flight per program where one step's tile is
+    small, e.g. an fp8 step held inside one 128-wide scale block); `fma` multiplies on the CUDA cores
+    instead of the tensor cores (1-4 rows, moe_decode/tiles.py).
+    """
 
     block_n: int
     block_k: int
     splits: int = 1
     num_warps: int = 4
     num_stages: int = 3
+    unroll: int = 1
+    fma: bool = False
+
+    @property
+    def step(self) -> int:
+        """K inputs one loop iteration covers."""
+        return self.block_k * self.unroll
+
+    def tag(self) -> str:
+        """A short name for kernel names and tables."""
+        extra = (f"_u{self.unroll}" if self.unroll > 1 else "") + ("_fma" if self.fma else "")
+        return f"bn{self.block_n}_bk{self.block_k}_s{self.splits}_w{self.num_warps}_st{self.num_stages}{extra}"
 
 
 def choose_impl(impl: str | None, env_var: str, impls: tuple[str, ...], what: str) -> str:

@@ -139,6 +139,13 @@ CASES = [
     (2, 3, jnp.float32, "mxfp4", kernel.Config(L(16, 32, 2), L(32, 32))),
     (4, 2, jnp.bfloat16, "int4", None),  # asymmetric: zero points
     (2, 2, jnp.float32, "int8", kernel.Config(L(32, 64), L(64, 32))),
+    # unrolled K loops and the CUDA-core (fma) path (1-4 tokens, plain and fp8)
+    (3, 2, jnp.bfloat16, "plain", kernel.Config(L(32, 16, unroll=2), L(16, 16, unroll=2))),
+    (1, 3, jnp.float32, "plain", kernel.Config(L(32, 16, fma=True), L(16, 16, 2, fma=True))),
+    (2, 2, jnp.bfloat16, "plain", kernel.Config(L(16, 32, unroll=2, fma=True), L(32, 16, fma=True))),
+    (4, 2, jnp.float32, "fp8", kernel.Config(L(16, 32, fma=True), L(16, 16, unroll=2, fma=True))),
+    (2, 3, jnp.bfloat16, "fp8", kernel.Config(L(16, 16, 2, fma=True), L(16, 16, unroll=2))),
+    (3, 2, jnp.float32, "fp8", kernel.Config(L(16, 16, unroll=2), L(16, 32, fma=True))),
 ]
 
 
@@ -300,3 +307,19 @@ def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, 
     assert kernel.supports(tokens, gate, gate, down, "silu")
     lowered = jax.jit(lambda *a: kernel.moe_decode(*a)).trace(*args).lower(lowering_platforms=("cuda",))
     assert verified == [True, True] and "moe_gate_up" in lowered.as_text()
+
+
+@pytest.mark.parametrize("tokens,fmt,config", [
+    (2, "fp8", kernel.Config(L(32, 128, fma=True, num_warps=8), L(32, 128, 2, unroll=3, fma=True))),
+    (1, "plain", kernel.Config(L(32, 128, unroll=2, fma=True), L(64, 64, fma=True))),
+    (4, "fp8", kernel.Config(L(64, 128, unroll=2), L(64, 128, unroll=2))),
+])
+def test_unrolled_and_cuda_core_launches_lower_at_qwen3_moe_shapes(tokens, fmt, config, verified_triton_lowering):
+    verified = verified_triton_lowering
+    experts, embed, ffw, top_k = 128, 2048, 768, 8
+    spec = jax.ShapeDtypeStruct
+    gate, down = _abstract_node(fmt, experts, embed, ffw), _abstract_node(fmt, experts, ffw, embed)
+    args = (spec((tokens, embed), jnp.bfloat16), spec((tokens, top_k), jnp.int32),
+            spec((tokens, top_k), jnp.float32), gate, gate, down)
+    lowered = jax.jit(lambda *a: kernel.moe_decode(*a, config=config)).trace(*args).lower(lowering_platforms=("cuda",))
+    assert verified == [True, True] and config.gate_up.tag() in lowered.as_text()

@@ -87,6 +87,12 @@ CASES = [
     (1, jnp.bfloat16, "int4-sym", L(32, 32, 2)),  # a group spans two K steps
     (16, jnp.float32, "int8", None),
     (3, jnp.bfloat16, "int8-zero", L(64, 64)),
+    # unrolled K loops, and the CUDA-core (fma) path for fp8 at 1-4 rows
+    (3, jnp.bfloat16, "fp8", L(32, 32, unroll=2)),  # one iteration covers a whole 64-wide scale block
+    (16, jnp.float32, "nvfp4", L(32, 32, unroll=4)),
+    (1, jnp.float32, "fp8", L(32, 64, fma=True)),
+    (2, jnp.bfloat16, "fp8", L(16, 32, 2, unroll=2, fma=True)),
+    (4, jnp.float32, "fp8", L(32, 16, 4, fma=True)),
 ]
 
 
@@ -125,6 +131,13 @@ def test_bad_launch_knobs_are_rejected():
         kernel.check_launch(op, L(32, 128))  # a K step across two fp8 scale blocks
     with pytest.raises(ValueError):
         kernel.check_launch(op, L(32, 64, 8))  # 8 splits of 64 do not fit 256
+    with pytest.raises(ValueError):
+        kernel.check_launch(op, L(32, 64, 2, unroll=4))  # 2 splits of 4 x 64 do not fit 256
+    with pytest.raises(ValueError):
+        kernel.check_launch(op, L(64, 64, fma=True))  # a 64-column tile spans two 32-row scale blocks
+    with pytest.raises(ValueError):
+        kernel.check_launch(op, L(32, 64, fma=True), rows=5)  # the CUDA cores take at most 4 rows
+    kernel.check_launch(op, L(32, 64, fma=True), rows=4)
 
 
 # ---------------------------------------------------------------- dispatch
@@ -233,3 +246,14 @@ def test_tiny_fp8_model_decodes_the_same_with_the_kernel_and_the_reference(monke
     assert traced["ref"] == 0 and traced["kernel"] >= 7 * cfg.num_hidden_layers  # q k v o gate up down per layer
     assert results["kernel"][0] == results["ref"][0]
     np.testing.assert_allclose(results["kernel"][1], results["ref"][1], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("rows,launch", [(2, L(32, 128, fma=True, num_warps=8)), (1, L(16, 128, 2, unroll=4, fma=True)),
+                                         (4, L(64, 128, 2, unroll=2))])
+def test_unrolled_and_cuda_core_launches_lower_at_glm_shapes(rows, launch, verified_triton_lowering):
+    verified = verified_triton_lowering
+    node = _abstract_node("fp8", 4096, 14336)  # glm-4.5-air q/k/v
+    x = jax.ShapeDtypeStruct((rows, 4096), jnp.bfloat16)
+    lowered = jax.jit(lambda a, w: kernel.quant_gemv(a, w, launch=launch)).trace(x, node).lower(
+        lowering_platforms=("cuda",))
+    assert verified == [True] and launch.tag() in lowered.as_text()

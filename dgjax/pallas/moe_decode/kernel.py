@@ -109,12 +109,16 @@ def default_config(gate: Any, down: Any, tokens: int, top_k: int) -> Config:
     return Config(split_launch(g, live), split_launch(d, live))
 
 
-def check_launch(op: Operand, launch: Launch) -> None:
-    """Blocks are powers of two that tile the weight and sit on its scale grid (tiles.valid_block_k)."""
-    fits = op.k % (launch.splits * launch.block_k) == 0
-    if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits):
+def check_launch(op: Operand, launch: Launch, tokens: int = 1) -> None:
+    """Blocks are powers of two that tile the weight and sit on its scale grid (tiles.valid_block_k); CUDA-core
+    launches also need <= tiles.FMA_MAX_ROWS tokens and a format `tiles.fma_supported` reads."""
+    fits = op.k % (launch.splits * launch.step) == 0
+    fma_ok = not launch.fma or (tokens <= tiles.FMA_MAX_ROWS and tiles.fma_supported(op, launch.block_n,
+                                                                                      launch.block_k))
+    if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits and fma_ok):
         raise ValueError(f"{launch} does not tile a [{op.k}, {op.n}] {op.fmt} expert weight "
-                         f"(scale block {op.scale_block})")
+                         f"(scale block {op.scale_block})" + (f" with {tokens} tokens on the CUDA cores"
+                                                               if launch.fma else ""))
 
 
 # ---------------------------------------------------------------- in-kernel helpers
@@ -152,6 +156,11 @@ def _act(g, u):
     return g * lax.logistic(g) * u  # silu(g) * u
 
 
+def _k_offsets(base, i, launch: Launch):
+    """The K offsets of the `unroll` steps of loop iteration i."""
+    return [base + (i * launch.unroll + u) * launch.block_k for u in range(launch.unroll)]
+
+
 def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: int, launch: Launch,
                     k_steps: int, fused: bool):
     n_w = op.num_arrays
@@ -161,17 +170,38 @@ def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: 
     expert, live = _slot_expert(ids_ref, a, num_slots)
     n0 = j * bn
     base = s * (k_steps * bk)
+    trips = _trips(live, k_steps // launch.unroll)
+
+    if launch.fma:
+        def fma_body(i, carry):
+            acc_g, acc_u = carry
+            for k0 in _k_offsets(base, i, launch):
+                xs = tuple(tiles.x_row(x_ref, r, k0, bk) for r in range(tokens))
+                acc_g = tiles.tile_fma(xs, acc_g, g_refs, op, expert, k0, n0, bk, bn)
+                acc_u = tiles.tile_fma(xs, acc_u, u_refs, op, expert, k0, n0, bk, bn)
+            return acc_g, acc_u
+
+        zeros = tuple(tiles.fma_zeros(op, bn, bk) for _ in range(tokens))
+        acc_g, acc_u = lax.fori_loop(0, trips, fma_body, (zeros, zeros))
+        for r in range(tokens):
+            g, u = tiles.fma_result(op, acc_g[r]), tiles.fma_result(op, acc_u[r])
+            if fused:
+                tiles.store_row(out_refs[0], r, _act(g, u).astype(out_refs[0].dtype))
+            else:
+                tiles.store_row(out_refs[0], r, g)
+                tiles.store_row(out_refs[1], r, u)
+        return
 
     def body(i, carry):
         acc_g, acc_u = carry
-        k0 = base + i * bk
-        xs = tiles.x_tiles(x_ref, tokens, k0, bk, op)
-        acc_g = acc_g + tiles.tile_dot(xs, g_refs, op, expert, k0, n0, bk, bn)
-        acc_u = acc_u + tiles.tile_dot(xs, u_refs, op, expert, k0, n0, bk, bn)
+        for k0 in _k_offsets(base, i, launch):
+            xs = tiles.x_tiles(x_ref, tokens, k0, bk, op)
+            acc_g = acc_g + tiles.tile_dot(xs, g_refs, op, expert, k0, n0, bk, bn)
+            acc_u = acc_u + tiles.tile_dot(xs, u_refs, op, expert, k0, n0, bk, bn)
         return acc_g, acc_u
 
     zeros = jnp.zeros((MIN_DOT_ROWS, bn), jnp.float32)
-    acc_g, acc_u = lax.fori_loop(0, _trips(live, k_steps), body, (zeros, zeros))
+    acc_g, acc_u = lax.fori_loop(0, trips, body, (zeros, zeros))
     if fused:
         (h_ref,) = out_refs
         tiles.store_rows(h_ref, _act(acc_g, acc_u).astype(h_ref.dtype), tokens)
@@ -189,15 +219,33 @@ def _down_kernel(ids_ref, wts_ref, h_ref, *refs, op: Operand, tokens: int, top_k
     expert, live = _slot_expert(ids_ref, a, num_slots)
     n0 = j * bn
     base = s * (k_steps * bk)
+    trips = _trips(live, k_steps // launch.unroll)
+    rw = _row_weights(ids_ref, wts_ref, expert, tokens, top_k)
+
+    if launch.fma:
+        def fma_body(i, accs):
+            for k0 in _k_offsets(base, i, launch):
+                xs = tuple(tiles.x_row(h_ref, r, k0, bk) for r in range(tokens))
+                accs = tiles.tile_fma(xs, accs, w_refs, op, expert, k0, n0, bk, bn)
+            return accs
+
+        accs = lax.fori_loop(0, trips, fma_body, tuple(tiles.fma_zeros(op, bn, bk) for _ in range(tokens)))
+        row = lax.broadcasted_iota(jnp.int32, rw.shape, 0)
+        for r in range(tokens):
+            w_r = jnp.sum(jnp.where(row == r, rw, 0.0))
+            out = tiles.fma_result(op, accs[r])
+            tiles.store_row(o_ref, r, jnp.where(w_r != 0.0, out * w_r, 0.0))
+        return
 
     def body(i, acc):
-        k0 = base + i * bk
-        return acc + tiles.tile_dot(tiles.x_tiles(h_ref, tokens, k0, bk, op), w_refs, op, expert, k0, n0, bk, bn)
+        for k0 in _k_offsets(base, i, launch):
+            acc = acc + tiles.tile_dot(tiles.x_tiles(h_ref, tokens, k0, bk, op), w_refs, op, expert, k0, n0, bk, bn)
+        return acc
 
-    acc = lax.fori_loop(0, _trips(live, k_steps), body, jnp.zeros((MIN_DOT_ROWS, bn), jnp.float32))
-    rw = _row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]
+    acc = lax.fori_loop(0, trips, body, jnp.zeros((MIN_DOT_ROWS, bn), jnp.float32))
     # where, not a plain product: a token that did not pick this expert must add exactly 0, even if its
     # row overflowed.
+    rw = rw[:, None]
     tiles.store_rows(o_ref, jnp.where(rw != 0.0, acc * rw, 0.0), tokens)
 
 
@@ -215,8 +263,8 @@ def _params(launch: Launch):
 def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool) -> jax.Array:
     """h [slots, T, ffw] in x's dtype: act(x . gate) * (x . up) of each live slot's expert (zeros elsewhere)."""
     (op, g_arrays), (_, u_arrays) = operand(gate), operand(up)
-    check_launch(op, launch)
     t, a = x.shape[0], ids_flat.shape[0]
+    check_launch(op, launch, t)
     bn, bk, splits = launch.block_n, launch.block_k, launch.splits
     k_steps = op.k // (splits * bk)
     fused = splits == 1
@@ -237,7 +285,7 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool) -> jax
         out_shape=out_shape,
         compiler_params=_params(launch),
         interpret=interpret,
-        name=f"moe_gate_up_{op.fmt}_t{t}_bn{bn}_bk{bk}_s{splits}",
+        name=f"moe_gate_up_{op.fmt}_t{t}_{launch.tag()}",
     )(ids_flat, x, *g_arrays, *u_arrays)
     if fused:
         return outs[0]
@@ -247,8 +295,8 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool) -> jax
 def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpret: bool) -> jax.Array:
     """float32 [splits, slots, T, embed]: each live slot's routing-weighted down projection (zeros elsewhere)."""
     op, d_arrays = operand(down)
-    check_launch(op, launch)
     a, t, _ = h.shape
+    check_launch(op, launch, t)
     bn, bk, splits = launch.block_n, launch.block_k, launch.splits
     kernel = functools.partial(_down_kernel, op=op, tokens=t, top_k=top_k, num_slots=a, launch=launch,
                                k_steps=op.k // (splits * bk))
@@ -261,7 +309,7 @@ def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpre
         out_shape=jax.ShapeDtypeStruct((splits, a, t, op.n), jnp.float32),
         compiler_params=_params(launch),
         interpret=interpret,
-        name=f"moe_down_{op.fmt}_t{t}_bn{bn}_bk{bk}_s{splits}",
+        name=f"moe_down_{op.fmt}_t{t}_{launch.tag()}",
     )(ids_flat, wts_flat, h, *d_arrays)
 
 

@@ -15,6 +15,11 @@ An expert-stacked weight stands for [E, K, N] (K contracted). Formats and the ti
   over its groups and applied to the decoded weights before the dot (NVFP4's per-expert global scale
   multiplies the result).
 - "int8" (`IntWeight` bits=8): int8 [E, N, K] with group scales: a [BN, BK] tile, scaled, one dot.
+CUDA-core ("fma") tiles, for 1-4 rows (plain and fp8 only, `fma_supported`): the tensor-core dot pads x
+to 16 rows and routes every decoded tile through shared memory into the MMA operand layout; at one or two
+rows the same tile can instead be multiplied elementwise into a float32 accumulator of the tile's own
+shape (one FMA per weight and row, in the layout the load produced) and reduced once after the K loop.
+FP8 folds its block scale (one per tile: the tile sits inside one scale block) into the x row.
 Quantized tiles are loaded unmasked (every dim is a multiple of the blocks; Triton cannot splat a fill
 value into e4m3), decoded to float32, scaled, rounded to x's dtype for the tensor-core dot. The whole
 weight is never dequantized.
@@ -222,3 +227,54 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
     if op.fmt == "nvfp4":
         out = out * extra[0][expert]
     return out
+
+
+# ---------------------------------------------------------------- CUDA-core (fma) tiles
+
+FMA_MAX_ROWS = 4  # one accumulator tile per row: more rows are the tensor core's job
+
+
+def fma_supported(op: Operand, bn: int, bk: int) -> bool:
+    """Whether `tile_fma` reads this weight with [bn, bk] tiles: plain, or fp8 with the tile inside one
+    scale block (so one scale multiplies the whole tile)."""
+    if op.fmt == "plain":
+        return True
+    if op.fmt == "fp8":
+        sb_n, sb_k = op.scale_block
+        return sb_n % bn == 0 and sb_k % bk == 0
+    return False
+
+
+def fma_zeros(op: Operand, bn: int, bk: int):
+    """A float32 accumulator in the orientation of the weight tile ([bk, bn] plain, [bn, bk] fp8)."""
+    return jnp.zeros((bk, bn) if op.fmt == "plain" else (bn, bk), jnp.float32)
+
+
+def x_row(x_ref, r: int, k0, bk: int):
+    """float32 [bk]: inputs k0:k0+bk of row r."""
+    c = lax.broadcasted_iota(jnp.int32, (bk,), 0)
+    return plgpu.load(x_ref.at[r, k0 + c]).astype(jnp.float32)
+
+
+def tile_fma(rows: tuple, accs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int) -> tuple:
+    """accs[r] += (weight tile) * x row r, elementwise (see the module doc); `rows` from `x_row`."""
+    if op.fmt == "plain":
+        (w_ref,) = refs
+        w = w_ref[expert, pl.ds(k0, bk), pl.ds(n0, bn)].astype(jnp.float32)
+        return tuple(acc + w * x[:, None] for acc, x in zip(accs, rows))
+    w_ref, s_ref = refs
+    (sb_n, sb_k), (nb, kb) = op.scale_block, op.scale_grid
+    scale = s_ref[(expert * nb + lax.div(n0, sb_n)) * kb + lax.div(k0, sb_k)]
+    w = w_ref[expert, pl.ds(n0, bn), pl.ds(k0, bk)].astype(jnp.float32)
+    return tuple(acc + w * (x * scale)[None, :] for acc, x in zip(accs, rows))
+
+
+def fma_result(op: Operand, acc):
+    """float32 [bn]: an accumulator tile summed over its K axis."""
+    return jnp.sum(acc, axis=0 if op.fmt == "plain" else 1)
+
+
+def store_row(o_ref, r: int, value):
+    """Store a [cols] vector as row r of a [rows, cols] block."""
+    c = lax.broadcasted_iota(jnp.int32, value.shape, 0)
+    plgpu.store(o_ref.at[r, c], value)

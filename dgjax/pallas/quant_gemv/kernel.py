@@ -98,10 +98,13 @@ def default_launch(op: Operand, programs: int | None = None) -> Launch:
     return Launch(bn, bk, splits)
 
 
-def check_launch(op: Operand, launch: Launch) -> None:
-    fits = op.k % (launch.splits * launch.block_k) == 0
-    if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits):
-        raise ValueError(f"{launch} does not tile a [{op.k}, {op.n}] {op.fmt} weight (scale block {op.scale_block})")
+def check_launch(op: Operand, launch: Launch, rows: int = 1) -> None:
+    fits = op.k % (launch.splits * launch.step) == 0
+    fma_ok = not launch.fma or (rows <= tiles.FMA_MAX_ROWS and tiles.fma_supported(op, launch.block_n,
+                                                                                    launch.block_k))
+    if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits and fma_ok):
+        raise ValueError(f"{launch} does not tile a [{op.k}, {op.n}] {op.fmt} weight (scale block {op.scale_block})"
+                         + (f" with {rows} rows on the CUDA cores" if launch.fma else ""))
 
 
 def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: int):
@@ -110,12 +113,28 @@ def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: 
     bk, bn = launch.block_k, launch.block_n
     n0 = j * bn
     base = s * (k_steps * bk)
+    iters = k_steps // launch.unroll
+
+    if launch.fma:
+        def fma_body(i, accs):
+            for u in range(launch.unroll):
+                k0 = base + (i * launch.unroll + u) * bk
+                xs = tuple(tiles.x_row(x_ref, r, k0, bk) for r in range(rows))
+                accs = tiles.tile_fma(xs, accs, w_refs, op, 0, k0, n0, bk, bn)
+            return accs
+
+        accs = lax.fori_loop(0, iters, fma_body, tuple(tiles.fma_zeros(op, bn, bk) for _ in range(rows)))
+        for r, acc in enumerate(accs):
+            tiles.store_row(o_ref, r, tiles.fma_result(op, acc).astype(o_ref.dtype))
+        return
 
     def body(i, acc):
-        k0 = base + i * bk
-        return acc + tiles.tile_dot(tiles.x_tiles(x_ref, rows, k0, bk, op), w_refs, op, 0, k0, n0, bk, bn)
+        for u in range(launch.unroll):
+            k0 = base + (i * launch.unroll + u) * bk
+            acc = acc + tiles.tile_dot(tiles.x_tiles(x_ref, rows, k0, bk, op), w_refs, op, 0, k0, n0, bk, bn)
+        return acc
 
-    acc = lax.fori_loop(0, k_steps, body, jnp.zeros((MAX_ROWS, bn), jnp.float32))
+    acc = lax.fori_loop(0, iters, body, jnp.zeros((MAX_ROWS, bn), jnp.float32))
     tiles.store_rows(o_ref, acc.astype(o_ref.dtype), rows)
 
 
@@ -133,7 +152,7 @@ def quant_gemv(x: jax.Array, w: Any, *, out_dtype: Any = None, launch: Launch | 
                          f"{type(w).__name__} of shape {w.shape}")
     op, arrays = tiles.operand(as_expert_stack(w))
     launch = launch or default_launch(op)
-    check_launch(op, launch)
+    check_launch(op, launch, rows)
     bn, bk, splits = launch.block_n, launch.block_k, launch.splits
     out_dtype = jnp.dtype(out_dtype or x.dtype)
     if splits == 1:
@@ -151,6 +170,6 @@ def quant_gemv(x: jax.Array, w: Any, *, out_dtype: Any = None, launch: Launch | 
         out_shape=out_shape,
         compiler_params=plgpu.CompilerParams(num_warps=launch.num_warps, num_stages=launch.num_stages),
         interpret=interpret,
-        name=f"quant_gemv_{op.fmt}_r{rows}_bn{bn}_bk{bk}_s{splits}",
+        name=f"quant_gemv_{op.fmt}_r{rows}_{launch.tag()}",
     )(x, *arrays)
     return out if splits == 1 else out.sum(0).astype(out_dtype)

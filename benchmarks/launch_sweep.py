@@ -1,0 +1,299 @@
+"""Launch sweep of the skinny quantized kernels at the decode widths, timed from the device trace.
+
+Why a trace: a many-product executable timed by wall clock charges each small product ~8 µs of launch
+cost that the engine's command buffers do not pay (session 4: a 0.5 MB product "took" 10 µs). Here each
+timed executable runs one kernel over `copies` distinct weights (or distinct experts), so reads come
+from HBM, not L2; the profiler records every kernel, and a product's time is the summed duration of the
+kernels it ran (the Pallas kernel plus, for split launches, the partial-sum fusion), per copy.
+
+Cases (2 rows: a one-stream engine decodes at width 2, its padding row routed like the real row):
+- dense fp8 (dgjax/pallas/quant_gemv) at qwen3-30b-a3b and glm-4.5-air projection shapes, with XLA's
+  bf16 dot on the same shape as a reference (2 B per weight);
+- the MoE decode kernel (dgjax/pallas/moe_decode) on fp8 and bf16 experts, both rows on the same 8 experts.
+Every launch is checked against ref.py (max |error| / max |ref|) before it is timed. The read ceiling is
+measured in the same run; the summary (best launch per case and stage against the default) comes last.
+
+    python3 -m benchmarks.launch_sweep --out $OUT          # GPU
+    python -m benchmarks.launch_sweep --smoke              # CPU: tiny shapes, kernels interpreted, no timing
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import re
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks.ceilings import measure_read_ceiling
+from benchmarks.device_trace import trace_events
+from dgjax.pallas.launch import Launch
+from dgjax.pallas.moe_decode import kernel as moe_kernel
+from dgjax.pallas.moe_decode import ref as moe_ref
+from dgjax.pallas.quant_gemv import kernel as gemv_kernel
+from dgjax.pallas.quant_gemv import ref as gemv_ref
+from dgjax.quant import Fp8BlockWeight, fp8_block
+
+DENSE = {  # name: (K, N), largest reads first (a run out of budget skips the rest)
+    "glm qkv": (4096, 14336), "glm o": (12288, 4096), "qwen3 qkv": (2048, 5120), "qwen3 o": (4096, 2048),
+    "glm shared gate_up": (4096, 2816), "glm shared down": (1408, 4096),
+}
+MOE = {"glm experts": (128, 4096, 1408, 8), "qwen3 experts": (128, 2048, 768, 8)}  # E, embed, ffw, top_k
+SMOKE_DENSE = {"smoke": (256, 128)}
+SMOKE_MOE = {"smoke experts": (8, 256, 128, 2)}
+L2_BYTES = 256 << 20  # copies read at least this much per call: several times the H200's L2
+
+
+@dataclasses.dataclass
+class Row:
+    case: str
+    fmt: str
+    stage: str
+    launch: str
+    us: float | None  # per product (per MoE layer stage)
+    mb: float
+    rel_err: float | None
+    default: bool = False
+    note: str = ""
+
+
+def _dense_launches(k: int, n: int) -> list[Launch]:
+    out = []
+    for bn in (32, 64, 128):
+        for unroll in (1, 2, 4):
+            for splits in (1, 4):
+                if n % bn == 0 and k % (128 * unroll * splits) == 0 and (n // bn) * splits <= 1024:
+                    out.append(Launch(bn, 128, splits, unroll=unroll))
+    for bn, warps in ((16, 4), (32, 4), (32, 8), (64, 8)):
+        for unroll in (1, 2):
+            for splits in (1, 2):
+                if n % bn == 0 and k % (128 * unroll * splits) == 0:
+                    out.append(Launch(bn, 128, splits, num_warps=warps, unroll=unroll, fma=True))
+    return out
+
+
+def _moe_launches(k: int, n: int, fmt: str) -> list[Launch]:
+    out = []
+    bks = (128,) if fmt == "fp8" else (128, 256)
+    for bn in (32, 64):
+        for bk in bks:
+            for unroll in (1, 2, 3):
+                for splits in (1, 2):
+                    if n % bn == 0 and k % (bk * unroll * splits) == 0:
+                        out.append(Launch(bn, bk, splits, unroll=unroll))
+    for bn, warps in ((16, 4), (32, 4), (32, 8), (64, 8)):
+        for unroll in (1, 2, 3):
+            if n % bn == 0 and k % (128 * unroll) == 0:
+                out.append(Launch(bn, 128, num_warps=warps, unroll=unroll, fma=True))
+    return out
+
+
+def _fp8(w: jax.Array, expert_dims: int) -> Fp8BlockWeight:
+    """[.., K, N] float -> an fp8 node over its [.., N, K] rows."""
+    v, s = jax.jit(fp8_block.quantize)(jnp.swapaxes(w, -1, -2))
+    return Fp8BlockWeight(weight=v, scale=s, shape=tuple(w.shape), in_dims=1, expert_dims=expert_dims)
+
+
+def _rel(got, want) -> float:
+    got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
+    return float(np.abs(got - want).max() / max(1e-30, np.abs(want).max()))
+
+
+def _timed_trace(runs: list[tuple[tuple[str, ...], object, tuple]], calls: int) -> list[dict[str, float]]:
+    """Run each (markers, compiled fn, args) `calls` times, one after another, in one profiler session.
+
+    Kernel events are attributed by order: the runs' kernels come in run order, and the next run starts at
+    the first kernel whose name ends with one of its markers (a Pallas kernel's name ends with its launch's
+    `Launch.tag`) and with none of the current run's; every other kernel (XLA fusions such as split partial
+    sums) belongs to the run in progress. Returns per run the summed µs of each kernel name over all calls.
+    """
+    def run():
+        for _, fn, args in runs:
+            for _ in range(calls):
+                out = fn(*args)
+            jax.block_until_ready(out)
+
+    def ends(name: str, markers: tuple[str, ...]) -> bool:  # a tag, then the end (or an XLA numeric suffix)
+        return any(re.search(rf"_{re.escape(m)}([^a-z0-9_]|_\d+$|$)", name) for m in markers)
+
+    idx, per = 0, [{} for _ in runs]
+    for e in trace_events(run):
+        name = e["name"]
+        if idx + 1 < len(runs) and ends(name, runs[idx + 1][0]) and not ends(name, runs[idx][0]):
+            idx += 1
+        per[idx][name] = per[idx].get(name, 0.0) + e["dur"]
+    return per
+
+
+def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float, t0: float) -> list[Row]:
+    out = []
+    for case, (k, n) in shapes.items():
+        nbytes = k * n + (k // 128) * (n // 128) * 4
+        copies = max(2, math.ceil(L2_BYTES / nbytes)) if gpu else 1
+        key = jax.random.key(len(case) * 131 + k)
+        dense = [0.05 * jax.random.normal(jax.random.fold_in(key, c), (k, n), jnp.float32) for c in range(copies)]
+        nodes = [_fp8(w, 0) for w in dense]
+        bf16 = [w.astype(jnp.bfloat16) for w in dense] if gpu else []
+        del dense
+        x = jax.random.normal(jax.random.fold_in(key, 99), (rows, k), jnp.float32).astype(jnp.bfloat16)
+        want = gemv_ref.quant_gemv(x, nodes[0])
+        op = gemv_kernel.describe(nodes[0])
+        default = gemv_kernel.default_launch(op)
+        launches = [default] + [la for la in _dense_launches(k, n) if la != default]
+        launches = launches if gpu else launches[::7]  # CPU smoke: a few launches of each kind, interpreted
+        print(f"{case}: K={k} N={n} fp8 {nbytes / 1e6:.1f} MB, {copies} copies, {len(launches)} launches", flush=True)
+        runs, found = [], {}
+        if gpu:
+            runs.append(((), jax.jit(lambda a, ws: tuple(a @ w for w in ws)), (x, bf16)))
+        for launch in launches:
+            if time.perf_counter() - t0 > budget_s:
+                found[launch] = (None, "budget")
+                continue
+            try:
+                fn = jax.jit(lambda a, ws, la=launch: tuple(
+                    gemv_kernel.quant_gemv(a, w, launch=la, interpret=not gpu) for w in ws))
+                got = fn(x, nodes)[0]
+                found[launch] = (_rel(got, want.astype(jnp.float32)), "")
+                runs.append(((launch.tag(),), fn, (x, nodes)))
+            except Exception as e:  # a launch that fails to compile is a finding, not the end of the run
+                found[launch] = (None, f"{type(e).__name__}: {str(e).splitlines()[0][:80]}")
+        per, times = calls * copies, {}
+        if gpu:
+            traced = _timed_trace(runs, calls)
+            out.append(Row(case, "bf16", "xla dot", "xla", sum(traced[0].values()) / per, 2 * k * n / 1e6, 0.0))
+            for s in (2, 4, 8):  # XLA with an explicit K split: batched [s, rows, K/s] x [s, K/s, N], summed
+                split = jax.jit(lambda a, ws, s=s, k=k, n=n: tuple(
+                    jnp.einsum("rsk,skn->srn", a.reshape(a.shape[0], s, k // s), w.reshape(s, k // s, n),
+                               preferred_element_type=jnp.float32).sum(0).astype(a.dtype) for w in ws))
+                err = _rel(split(x, bf16)[0], (x @ bf16[0]).astype(jnp.float32))
+                t = _timed_trace([((), split, (x, bf16))], calls)[0]
+                out.append(Row(case, "bf16", "xla dot", f"xla split-K {s}", sum(t.values()) / per, 2 * k * n / 1e6,
+                               err))
+            times = {markers[0]: t for (markers, _, _), t in zip(runs[1:], traced[1:])}
+        for launch, (err, note) in found.items():
+            t = times.get(launch.tag())
+            out.append(Row(case, "fp8", "gemv", launch.tag(), sum(t.values()) / per if t else None, nbytes / 1e6,
+                           err, launch == default, note))
+        del nodes, bf16
+    return out
+
+
+def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: int, budget_s: float,
+              t0: float) -> list[Row]:
+    out = []
+    for case, (e, h, f, top_k) in shapes.items():
+        key = jax.random.key(len(case))
+        dense = [0.05 * jax.random.normal(jax.random.fold_in(key, i), s, jnp.float32)
+                 for i, s in enumerate(((e, h, f), (e, h, f), (e, f, h)))]
+        copies = e // top_k if gpu else 1  # copy c routes to experts c*top_k .. c*top_k + top_k - 1
+        ids = [jnp.tile(jnp.arange(c * top_k, (c + 1) * top_k, dtype=jnp.int32)[None], (rows, 1))
+               for c in range(copies)]
+        wts = jax.nn.softmax(jax.random.normal(jax.random.fold_in(key, 7), (rows, top_k)), -1)
+        x = jax.random.normal(jax.random.fold_in(key, 9), (rows, h), jnp.float32).astype(jnp.bfloat16)
+        for fmt in fmts:
+            ws = tuple(_fp8(w, 1) for w in dense) if fmt == "fp8" else tuple(w.astype(jnp.bfloat16) for w in dense)
+            per_expert = sum(a.nbytes for a in jax.tree_util.tree_leaves(ws)) / e
+            mb = {"gate_up": per_expert * top_k * 2 / 3 / 1e6, "down": per_expert * top_k / 3 / 1e6}
+            want = moe_ref.moe_decode(x, ids[0], wts, *ws).astype(jnp.float32)
+            g_op, d_op = moe_kernel.describe(ws[0]), moe_kernel.describe(ws[2])
+            default = moe_kernel.default_config(ws[0], ws[2], rows, top_k)
+            configs = [default]
+            g_l, d_l = _moe_launches(g_op.k, g_op.n, fmt), _moe_launches(d_op.k, d_op.n, fmt)
+            for i in range(max(len(g_l), len(d_l))):  # each timed config pairs the i-th launch of each stage
+                configs.append(moe_kernel.Config(g_l[i % len(g_l)], d_l[i % len(d_l)]))
+            configs = list(dict.fromkeys(configs if gpu else configs[::7]))
+            print(f"{case} {fmt}: {rows} rows on {top_k} experts, {copies} copies, {len(configs)} configs", flush=True)
+            runs, found = [], {}
+            for config in configs:
+                if time.perf_counter() - t0 > budget_s:
+                    break
+                try:
+                    fn = jax.jit(lambda a, w, ii, r, cfg=config: tuple(
+                        moe_kernel.moe_decode(a, i, r, *w, config=cfg, interpret=not gpu) for i in ii))
+                    got = fn(x, ws, ids, wts)[0]
+                    found[config] = (_rel(got, want), "")
+                    runs.append(((config.gate_up.tag(), config.down.tag()), fn, (x, ws, ids, wts)))
+                except Exception as ex:
+                    found[config] = (None, f"{type(ex).__name__}: {str(ex).splitlines()[0][:80]}")
+            per = calls * copies
+            traced = dict(zip([r[0] for r in runs], _timed_trace(runs, calls))) if gpu and runs else {}
+            for config, (err, note) in found.items():
+                us = {"moe_gate_up": None, "moe_down": None}
+                times = traced.get((config.gate_up.tag(), config.down.tag()))
+                if times:
+                    us = {st: sum(v for name, v in times.items() if st in name) / per for st in us}
+                    us["moe_down"] += sum(v for name, v in times.items() if "moe_" not in name) / per  # final sum
+                out.append(Row(case, fmt, "gate_up", config.gate_up.tag(), us["moe_gate_up"], mb["gate_up"], err,
+                               config == default, note))
+                out.append(Row(case, fmt, "down", config.down.tag(), us["moe_down"], mb["down"], err,
+                               config == default, note))
+                total = None if us["moe_down"] is None else us["moe_gate_up"] + us["moe_down"]
+                out.append(Row(case, fmt, "both", f"{config.gate_up.tag()} / {config.down.tag()}", total,
+                               mb["gate_up"] + mb["down"], err, config == default, note))
+            del ws
+    return out
+
+
+def _table(rows: list[Row], ceiling: float | None) -> list[str]:
+    lines = ["| case | fmt | stage | launch | µs | MB | TB/s | of ceiling | rel err | note |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        tbs = r.mb / r.us if r.us else None
+        frac = f"{tbs * 1e12 / ceiling:.0%}" if tbs and ceiling else "n/a"
+        lines.append(f"| {r.case} | {r.fmt} | {r.stage} | {r.launch}{' (default)' if r.default else ''} | "
+                     f"{'n/a' if r.us is None else f'{r.us:.1f}'} | {r.mb:.1f} | "
+                     f"{'n/a' if tbs is None else f'{tbs:.2f}'} | {frac} | "
+                     f"{'n/a' if r.rel_err is None else f'{r.rel_err:.1e}'} | {r.note} |")
+    return lines
+
+
+def summary(rows: list[Row], ceiling: float | None) -> list[str]:
+    """Per (case, fmt, stage): the default launch and the fastest one."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r.case, r.fmt, r.stage), []).append(r)
+    best = []
+    for rs in groups.values():
+        timed = [r for r in rs if r.us is not None and r.rel_err is not None and r.rel_err < 2e-2]
+        if not timed:
+            continue
+        best += [r for r in timed if r.default][:1] + [min(timed, key=lambda r: r.us)]
+    return _table(best, ceiling)
+
+
+def main(argv=None) -> list[Row]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--smoke", action="store_true")
+    p.add_argument("--rows", type=int, default=2)
+    p.add_argument("--calls", type=int, default=3)
+    p.add_argument("--budget-s", type=float, default=200.0, help="per section (MoE, dense)")
+    p.add_argument("--only", choices=("dense", "moe", "all"), default="all")
+    p.add_argument("--out")
+    args = p.parse_args(argv)
+    gpu = jax.default_backend() == "gpu" and not args.smoke
+    ceiling = measure_read_ceiling(int(8.59e9)).bytes_per_s if gpu else None
+    if ceiling:
+        print(f"read ceiling {ceiling / 1e12:.3f} TB/s", flush=True)
+    rows = []
+    if args.only in ("moe", "all"):
+        rows += sweep_moe(SMOKE_MOE if args.smoke else MOE, ("fp8", "bf16"), args.rows, gpu, args.calls,
+                          args.budget_s, time.perf_counter())
+    if args.only in ("dense", "all"):
+        rows += sweep_dense(SMOKE_DENSE if args.smoke else DENSE, args.rows, gpu, args.calls, args.budget_s,
+                            time.perf_counter())
+    full = _table(rows, ceiling)
+    head = f"read ceiling {ceiling / 1e12:.3f} TB/s" if ceiling else "no GPU: checked against ref.py, not timed"
+    if args.out:
+        with open(f"{args.out}/launch_sweep.md", "w") as fh:
+            fh.write("\n".join([head, ""] + full) + "\n")
+    print("\n".join(["", head, "all launches:" if not gpu else "best per case:"]
+                     + (full if not gpu else summary(rows, ceiling))))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""The launch sweep runs on the CPU (tiny shapes, kernels interpreted): every swept launch, tensor-core and
+CUDA-core, unrolled or not, agrees with ref.py, and the trace attribution splits kernels by run order."""
+
+from __future__ import annotations
+
+from benchmarks import launch_sweep
+
+
+def test_smoke_sweep_checks_every_launch_against_the_reference(capsys):
+    rows = launch_sweep.main(["--smoke"])
+    kinds = {(r.case, r.fmt, r.stage) for r in rows}
+    assert ("smoke", "fp8", "gemv") in kinds and ("smoke experts", "bf16", "both") in kinds
+    assert any("fma" in r.launch for r in rows) and any("_u2" in r.launch for r in rows)
+    assert all(not r.note and r.rel_err is not None and r.rel_err < 1e-2 for r in rows)
+    assert sum(r.default for r in rows if r.stage == "both") == 2  # the default config of each format
+    assert capsys.readouterr().out.rstrip().splitlines()[-1].startswith("| smoke | fp8 | gemv |")
+
+
+def test_trace_attribution_follows_run_order(monkeypatch):
+    events = [{"name": n, "dur": d} for n, d in [
+        ("gemm_fusion_dot", 5.0), ("quant_gemv_fp8_r2_bn32_bk128_s2_w4_st3", 3.0), ("loop_reduce_fusion", 1.0),
+        ("quant_gemv_fp8_r2_bn32_bk128_s2_w4_st3", 3.0), ("loop_reduce_fusion", 1.0),
+        ("quant_gemv_fp8_r2_bn32_bk128_s2_w4_st3_u2", 2.0)]]
+    monkeypatch.setattr(launch_sweep, "trace_events", lambda run: events)
+    runs = [((), lambda: 0, ()), (("bn32_bk128_s2_w4_st3",), lambda: 0, ()), (("bn32_bk128_s2_w4_st3_u2",), lambda: 0, ())]
+    per = launch_sweep._timed_trace(runs, calls=1)
+    assert per[0] == {"gemm_fusion_dot": 5.0}
+    assert per[1] == {"quant_gemv_fp8_r2_bn32_bk128_s2_w4_st3": 6.0, "loop_reduce_fusion": 2.0}
+    assert per[2] == {"quant_gemv_fp8_r2_bn32_bk128_s2_w4_st3_u2": 2.0}
