@@ -66,13 +66,29 @@ def _dense_launches(k: int, n: int) -> list[Launch]:
     for bn in (32, 64, 128):
         for unroll in (1, 2, 4):
             for splits in (1, 4):
-                if n % bn == 0 and k % (128 * unroll * splits) == 0 and (n // bn) * splits <= 1024:
+                if n % bn == 0 and k % (128 * splits) == 0 and (n // bn) * splits <= 1024:
                     out.append(Launch(bn, 128, splits, unroll=unroll))
     for bn, warps in ((16, 4), (32, 4), (32, 8), (64, 8)):
         for unroll in (1, 2):
             for splits in (1, 2):
-                if n % bn == 0 and k % (128 * unroll * splits) == 0:
+                if n % bn == 0 and k % (128 * splits) == 0:
                     out.append(Launch(bn, 128, splits, num_warps=warps, unroll=unroll, fma=True))
+    return out
+
+
+def _deep_launches(k: int, n: int) -> list[Launch]:
+    """Deeper K unrolling (more bytes in flight per program), with and without Triton's software pipelining."""
+    out = []
+    for bn in (32, 64, 128):
+        for unroll in (4, 8):
+            for stages in (1, 3):
+                for splits in (1, 2):
+                    if n % bn == 0 and k % (128 * splits) == 0:
+                        out.append(Launch(bn, 128, splits, num_stages=stages, unroll=unroll))
+    for bn, warps in ((16, 4), (32, 8)):
+        for unroll in (4, 8):
+            if n % bn == 0 and k % 128 == 0:
+                out.append(Launch(bn, 128, 1, num_warps=warps, num_stages=1, unroll=unroll, fma=True))
     return out
 
 
@@ -83,11 +99,11 @@ def _moe_launches(k: int, n: int, fmt: str) -> list[Launch]:
         for bk in bks:
             for unroll in (1, 2, 3):
                 for splits in (1, 2):
-                    if n % bn == 0 and k % (bk * unroll * splits) == 0:
+                    if n % bn == 0 and k % (bk * splits) == 0:
                         out.append(Launch(bn, bk, splits, unroll=unroll))
     for bn, warps in ((16, 4), (32, 4), (32, 8), (64, 8)):
         for unroll in (1, 2, 3):
-            if n % bn == 0 and k % (128 * unroll) == 0:
+            if n % bn == 0 and k % 128 == 0:
                 out.append(Launch(bn, 128, num_warps=warps, unroll=unroll, fma=True))
     return out
 
@@ -129,7 +145,17 @@ def _timed_trace(runs: list[tuple[tuple[str, ...], object, tuple]], calls: int) 
     return per
 
 
-def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float, t0: float) -> list[Row]:
+def _fused_dequant_dot(x, node):
+    """XLA's own fused path: the fp8 -> float32 * block scale -> x dtype chain as the dot's operand."""
+    n, k = node.weight.shape
+    sb_n, sb_k = node.block
+    scale = jnp.broadcast_to(node.scale[:, None, :, None], (n // sb_n, sb_n, k // sb_k, sb_k)).reshape(n, k)
+    w = (node.weight.astype(jnp.float32) * scale).astype(x.dtype)
+    return jnp.einsum("rk,nk->rn", x, w)
+
+
+def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float, t0: float,
+                deep: bool = False) -> list[Row]:
     out = []
     for case, (k, n) in shapes.items():
         nbytes = k * n + (k // 128) * (n // 128) * 4
@@ -141,9 +167,10 @@ def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float,
         del dense
         x = jax.random.normal(jax.random.fold_in(key, 99), (rows, k), jnp.float32).astype(jnp.bfloat16)
         want = gemv_ref.quant_gemv(x, nodes[0])
+        jax.block_until_ready((nodes, bf16, want))  # nothing of the setup may still run inside a trace
         op = gemv_kernel.describe(nodes[0])
         default = gemv_kernel.default_launch(op)
-        launches = [default] + [la for la in _dense_launches(k, n) if la != default]
+        launches = [default] + [la for la in (_deep_launches if deep else _dense_launches)(k, n) if la != default]
         launches = launches if gpu else launches[::7]  # CPU smoke: a few launches of each kind, interpreted
         print(f"{case}: K={k} N={n} fp8 {nbytes / 1e6:.1f} MB, {copies} copies, {len(launches)} launches", flush=True)
         runs, found = [], {}
@@ -165,6 +192,10 @@ def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float,
         if gpu:
             traced = _timed_trace(runs, calls)
             out.append(Row(case, "bf16", "xla dot", "xla", sum(traced[0].values()) / per, 2 * k * n / 1e6, 0.0))
+            fused = jax.jit(lambda a, ws: tuple(_fused_dequant_dot(a, w) for w in ws))
+            err = _rel(fused(x, nodes)[0], want.astype(jnp.float32))
+            t = _timed_trace([((), fused, (x, nodes))], calls)[0]
+            out.append(Row(case, "fp8", "xla dot", "xla fused dequant", sum(t.values()) / per, nbytes / 1e6, err))
             for s in (2, 4, 8):  # XLA with an explicit K split: batched [s, rows, K/s] x [s, K/s, N], summed
                 split = jax.jit(lambda a, ws, s=s, k=k, n=n: tuple(
                     jnp.einsum("rsk,skn->srn", a.reshape(a.shape[0], s, k // s), w.reshape(s, k // s, n),
@@ -183,7 +214,7 @@ def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float,
 
 
 def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: int, budget_s: float,
-              t0: float) -> list[Row]:
+              t0: float, deep: bool = False) -> list[Row]:
     out = []
     for case, (e, h, f, top_k) in shapes.items():
         key = jax.random.key(len(case))
@@ -196,13 +227,16 @@ def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: 
         x = jax.random.normal(jax.random.fold_in(key, 9), (rows, h), jnp.float32).astype(jnp.bfloat16)
         for fmt in fmts:
             ws = tuple(_fp8(w, 1) for w in dense) if fmt == "fp8" else tuple(w.astype(jnp.bfloat16) for w in dense)
+            jax.block_until_ready(ws)
             per_expert = sum(a.nbytes for a in jax.tree_util.tree_leaves(ws)) / e
             mb = {"gate_up": per_expert * top_k * 2 / 3 / 1e6, "down": per_expert * top_k / 3 / 1e6}
             want = moe_ref.moe_decode(x, ids[0], wts, *ws).astype(jnp.float32)
             g_op, d_op = moe_kernel.describe(ws[0]), moe_kernel.describe(ws[2])
             default = moe_kernel.default_config(ws[0], ws[2], rows, top_k)
             configs = [default]
-            g_l, d_l = _moe_launches(g_op.k, g_op.n, fmt), _moe_launches(d_op.k, d_op.n, fmt)
+            launches = (lambda k_, n_: [la for la in _deep_launches(k_, n_) if la.splits == 1 and la.block_n <= 64]) \
+                if deep else (lambda k_, n_: _moe_launches(k_, n_, fmt))
+            g_l, d_l = launches(g_op.k, g_op.n), launches(d_op.k, d_op.n)
             for i in range(max(len(g_l), len(d_l))):  # each timed config pairs the i-th launch of each stage
                 configs.append(moe_kernel.Config(g_l[i % len(g_l)], d_l[i % len(d_l)]))
             configs = list(dict.fromkeys(configs if gpu else configs[::7]))
@@ -273,18 +307,22 @@ def main(argv=None) -> list[Row]:
     p.add_argument("--budget-s", type=float, default=200.0, help="per section (MoE, dense)")
     p.add_argument("--only", choices=("dense", "moe", "all"), default="all")
     p.add_argument("--out")
+    p.add_argument("--deep", action="store_true", help="the deep-unroll launch set instead of the basic one")
+    p.add_argument("--cases", help="comma-separated case names to keep (default: all)")
+    p.add_argument("--fmts", default="fp8,bf16", help="MoE weight formats")
     args = p.parse_args(argv)
     gpu = jax.default_backend() == "gpu" and not args.smoke
     ceiling = measure_read_ceiling(int(8.59e9)).bytes_per_s if gpu else None
     if ceiling:
         print(f"read ceiling {ceiling / 1e12:.3f} TB/s", flush=True)
+    keep = (lambda d: {c: v for c, v in d.items() if c in args.cases.split(",")}) if args.cases else dict
     rows = []
     if args.only in ("moe", "all"):
-        rows += sweep_moe(SMOKE_MOE if args.smoke else MOE, ("fp8", "bf16"), args.rows, gpu, args.calls,
-                          args.budget_s, time.perf_counter())
+        rows += sweep_moe(keep(SMOKE_MOE if args.smoke else MOE), tuple(args.fmts.split(",")), args.rows, gpu,
+                          args.calls, args.budget_s, time.perf_counter(), args.deep)
     if args.only in ("dense", "all"):
-        rows += sweep_dense(SMOKE_DENSE if args.smoke else DENSE, args.rows, gpu, args.calls, args.budget_s,
-                            time.perf_counter())
+        rows += sweep_dense(keep(SMOKE_DENSE if args.smoke else DENSE), args.rows, gpu, args.calls, args.budget_s,
+                            time.perf_counter(), args.deep)
     full = _table(rows, ceiling)
     head = f"read ceiling {ceiling / 1e12:.3f} TB/s" if ceiling else "no GPU: checked against ref.py, not timed"
     if args.out:

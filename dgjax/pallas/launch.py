@@ -23,7 +23,8 @@ class Launch:
     """One skinny-GEMM stage: output columns per program, K inputs per step, K splits, Triton params.
 
     `unroll` K steps run per loop iteration (more loads in flight per program where one step's tile is
-    small, e.g. an fp8 step held inside one 128-wide scale block); `fma` multiplies on the CUDA cores
+    small, e.g. an fp8 step held inside one 128-wide scale block; a remainder runs one step at a time);
+    `fma` multiplies on the CUDA cores
     instead of the tensor cores (1-4 rows, moe_decode/tiles.py).
     """
 
@@ -34,11 +35,6 @@ class Launch:
     num_stages: int = 3
     unroll: int = 1
     fma: bool = False
-
-    @property
-    def step(self) -> int:
-        """K inputs one loop iteration covers."""
-        return self.block_k * self.unroll
 
     def tag(self) -> str:
         """A short name for kernel names and tables."""

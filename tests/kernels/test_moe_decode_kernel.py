@@ -140,10 +140,10 @@ CASES = [
     (4, 2, jnp.bfloat16, "int4", None),  # asymmetric: zero points
     (2, 2, jnp.float32, "int8", kernel.Config(L(32, 64), L(64, 32))),
     # unrolled K loops and the CUDA-core (fma) path (1-4 tokens, plain and fp8)
-    (3, 2, jnp.bfloat16, "plain", kernel.Config(L(32, 16, unroll=2), L(16, 16, unroll=2))),
+    (3, 2, jnp.bfloat16, "plain", kernel.Config(L(32, 16, unroll=3), L(16, 16, unroll=2))),  # 4 steps: 3 + 1
     (1, 3, jnp.float32, "plain", kernel.Config(L(32, 16, fma=True), L(16, 16, 2, fma=True))),
     (2, 2, jnp.bfloat16, "plain", kernel.Config(L(16, 32, unroll=2, fma=True), L(32, 16, fma=True))),
-    (4, 2, jnp.float32, "fp8", kernel.Config(L(16, 32, fma=True), L(16, 16, unroll=2, fma=True))),
+    (4, 2, jnp.float32, "fp8", kernel.Config(L(16, 16, unroll=3, fma=True), L(16, 16, unroll=2, fma=True))),
     (2, 3, jnp.bfloat16, "fp8", kernel.Config(L(16, 16, 2, fma=True), L(16, 16, unroll=2))),
     (3, 2, jnp.float32, "fp8", kernel.Config(L(16, 16, unroll=2), L(16, 32, fma=True))),
 ]

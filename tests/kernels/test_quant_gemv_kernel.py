@@ -88,7 +88,7 @@ CASES = [
     (16, jnp.float32, "int8", None),
     (3, jnp.bfloat16, "int8-zero", L(64, 64)),
     # unrolled K loops, and the CUDA-core (fma) path for fp8 at 1-4 rows
-    (3, jnp.bfloat16, "fp8", L(32, 32, unroll=2)),  # one iteration covers a whole 64-wide scale block
+    (3, jnp.bfloat16, "fp8", L(32, 32, unroll=3)),  # 8 K steps: 2 iterations of 3, then 2 single steps
     (16, jnp.float32, "nvfp4", L(32, 32, unroll=4)),
     (1, jnp.float32, "fp8", L(32, 64, fma=True)),
     (2, jnp.bfloat16, "fp8", L(16, 32, 2, unroll=2, fma=True)),
@@ -132,7 +132,7 @@ def test_bad_launch_knobs_are_rejected():
     with pytest.raises(ValueError):
         kernel.check_launch(op, L(32, 64, 8))  # 8 splits of 64 do not fit 256
     with pytest.raises(ValueError):
-        kernel.check_launch(op, L(32, 64, 2, unroll=4))  # 2 splits of 4 x 64 do not fit 256
+        kernel.check_launch(op, L(32, 64, 8, unroll=2))  # 8 splits of 64 do not fit 256, unrolled or not
     with pytest.raises(ValueError):
         kernel.check_launch(op, L(64, 64, fma=True))  # a 64-column tile spans two 32-row scale blocks
     with pytest.raises(ValueError):

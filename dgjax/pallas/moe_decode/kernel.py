@@ -112,7 +112,7 @@ def default_config(gate: Any, down: Any, tokens: int, top_k: int) -> Config:
 def check_launch(op: Operand, launch: Launch, tokens: int = 1) -> None:
     """Blocks are powers of two that tile the weight and sit on its scale grid (tiles.valid_block_k); CUDA-core
     launches also need <= tiles.FMA_MAX_ROWS tokens and a format `tiles.fma_supported` reads."""
-    fits = op.k % (launch.splits * launch.step) == 0
+    fits = op.k % (launch.splits * launch.block_k) == 0
     fma_ok = not launch.fma or (tokens <= tiles.FMA_MAX_ROWS and tiles.fma_supported(op, launch.block_n,
                                                                                       launch.block_k))
     if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits and fma_ok):
@@ -146,19 +146,8 @@ def _row_weights(ids_ref, wts_ref, expert, tokens: int, top_k: int):
     return jnp.sum(jnp.where(ids == expert, wts, 0.0), axis=1)
 
 
-def _trips(live, k_steps: int):
-    """K steps of a live slot, 0 for a duplicate. Typed constants: the Triton lowering of a select between
-    two weak-typed Python ints gives them the predicate's type (i1), which `scf.for` rejects."""
-    return jnp.where(live, jnp.int32(k_steps), jnp.int32(0))
-
-
 def _act(g, u):
     return g * lax.logistic(g) * u  # silu(g) * u
-
-
-def _k_offsets(base, i, launch: Launch):
-    """The K offsets of the `unroll` steps of loop iteration i."""
-    return [base + (i * launch.unroll + u) * launch.block_k for u in range(launch.unroll)]
 
 
 def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: int, launch: Launch,
@@ -169,20 +158,17 @@ def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: 
     bk, bn = launch.block_k, launch.block_n
     expert, live = _slot_expert(ids_ref, a, num_slots)
     n0 = j * bn
-    base = s * (k_steps * bk)
-    trips = _trips(live, k_steps // launch.unroll)
+    loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
+                             unroll=launch.unroll, live=live)
 
     if launch.fma:
-        def fma_body(i, carry):
-            acc_g, acc_u = carry
-            for k0 in _k_offsets(base, i, launch):
-                xs = tuple(tiles.x_row(x_ref, r, k0, bk) for r in range(tokens))
-                acc_g = tiles.tile_fma(xs, acc_g, g_refs, op, expert, k0, n0, bk, bn)
-                acc_u = tiles.tile_fma(xs, acc_u, u_refs, op, expert, k0, n0, bk, bn)
-            return acc_g, acc_u
+        def fma_step(k0, carry):
+            xs = tuple(tiles.x_row(x_ref, r, k0, bk) for r in range(tokens))
+            return (tiles.tile_fma(xs, carry[0], g_refs, op, expert, k0, n0, bk, bn),
+                    tiles.tile_fma(xs, carry[1], u_refs, op, expert, k0, n0, bk, bn))
 
         zeros = tuple(tiles.fma_zeros(op, bn, bk) for _ in range(tokens))
-        acc_g, acc_u = lax.fori_loop(0, trips, fma_body, (zeros, zeros))
+        acc_g, acc_u = loop(fma_step, (zeros, zeros))
         for r in range(tokens):
             g, u = tiles.fma_result(op, acc_g[r]), tiles.fma_result(op, acc_u[r])
             if fused:
@@ -192,16 +178,13 @@ def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: 
                 tiles.store_row(out_refs[1], r, u)
         return
 
-    def body(i, carry):
-        acc_g, acc_u = carry
-        for k0 in _k_offsets(base, i, launch):
-            xs = tiles.x_tiles(x_ref, tokens, k0, bk, op)
-            acc_g = acc_g + tiles.tile_dot(xs, g_refs, op, expert, k0, n0, bk, bn)
-            acc_u = acc_u + tiles.tile_dot(xs, u_refs, op, expert, k0, n0, bk, bn)
-        return acc_g, acc_u
+    def step(k0, carry):
+        xs = tiles.x_tiles(x_ref, tokens, k0, bk, op)
+        return (carry[0] + tiles.tile_dot(xs, g_refs, op, expert, k0, n0, bk, bn),
+                carry[1] + tiles.tile_dot(xs, u_refs, op, expert, k0, n0, bk, bn))
 
     zeros = jnp.zeros((MIN_DOT_ROWS, bn), jnp.float32)
-    acc_g, acc_u = lax.fori_loop(0, trips, body, (zeros, zeros))
+    acc_g, acc_u = loop(step, (zeros, zeros))
     if fused:
         (h_ref,) = out_refs
         tiles.store_rows(h_ref, _act(acc_g, acc_u).astype(h_ref.dtype), tokens)
@@ -218,18 +201,16 @@ def _down_kernel(ids_ref, wts_ref, h_ref, *refs, op: Operand, tokens: int, top_k
     bk, bn = launch.block_k, launch.block_n
     expert, live = _slot_expert(ids_ref, a, num_slots)
     n0 = j * bn
-    base = s * (k_steps * bk)
-    trips = _trips(live, k_steps // launch.unroll)
+    loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
+                             unroll=launch.unroll, live=live)
     rw = _row_weights(ids_ref, wts_ref, expert, tokens, top_k)
 
     if launch.fma:
-        def fma_body(i, accs):
-            for k0 in _k_offsets(base, i, launch):
-                xs = tuple(tiles.x_row(h_ref, r, k0, bk) for r in range(tokens))
-                accs = tiles.tile_fma(xs, accs, w_refs, op, expert, k0, n0, bk, bn)
-            return accs
+        def fma_step(k0, accs):
+            xs = tuple(tiles.x_row(h_ref, r, k0, bk) for r in range(tokens))
+            return tiles.tile_fma(xs, accs, w_refs, op, expert, k0, n0, bk, bn)
 
-        accs = lax.fori_loop(0, trips, fma_body, tuple(tiles.fma_zeros(op, bn, bk) for _ in range(tokens)))
+        accs = loop(fma_step, tuple(tiles.fma_zeros(op, bn, bk) for _ in range(tokens)))
         row = lax.broadcasted_iota(jnp.int32, rw.shape, 0)
         for r in range(tokens):
             w_r = jnp.sum(jnp.where(row == r, rw, 0.0))
@@ -237,12 +218,10 @@ def _down_kernel(ids_ref, wts_ref, h_ref, *refs, op: Operand, tokens: int, top_k
             tiles.store_row(o_ref, r, jnp.where(w_r != 0.0, out * w_r, 0.0))
         return
 
-    def body(i, acc):
-        for k0 in _k_offsets(base, i, launch):
-            acc = acc + tiles.tile_dot(tiles.x_tiles(h_ref, tokens, k0, bk, op), w_refs, op, expert, k0, n0, bk, bn)
-        return acc
+    def step(k0, acc):
+        return acc + tiles.tile_dot(tiles.x_tiles(h_ref, tokens, k0, bk, op), w_refs, op, expert, k0, n0, bk, bn)
 
-    acc = lax.fori_loop(0, trips, body, jnp.zeros((MIN_DOT_ROWS, bn), jnp.float32))
+    acc = loop(step, jnp.zeros((MIN_DOT_ROWS, bn), jnp.float32))
     # where, not a plain product: a token that did not pick this expert must add exactly 0, even if its
     # row overflowed.
     rw = rw[:, None]

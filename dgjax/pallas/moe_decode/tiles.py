@@ -123,6 +123,29 @@ def valid_block_k(op: Operand, bk: int) -> bool:
 # ---------------------------------------------------------------- inside the kernel
 
 
+def trips(live, steps: int):
+    """`steps` loop trips, 0 where `live` is false. Typed constants: the Triton lowering of a select between
+    two weak-typed Python ints gives them the predicate's type (i1), which `scf.for` rejects."""
+    return jnp.where(live, jnp.int32(steps), jnp.int32(0))
+
+
+def k_loop(step, carry, k_steps: int, base, block_k: int, unroll: int, live=None):
+    """carry = step(k0, carry) for the `k_steps` K steps k0 = base, base + block_k, ...: `unroll` steps per
+    loop iteration (their loads issue together), then the remainder one at a time. `live` False: no step."""
+    full, rest = divmod(k_steps, unroll)
+    count = (lambda n: n) if live is None else (lambda n: trips(live, n))
+
+    def body(i, c):
+        for u in range(unroll):
+            c = step(base + (i * unroll + u) * block_k, c)
+        return c
+
+    carry = lax.fori_loop(0, count(full), body, carry)
+    if rest:
+        carry = lax.fori_loop(0, count(rest), lambda i, c: step(base + (full * unroll + i) * block_k, c), carry)
+    return carry
+
+
 def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand) -> tuple:
     """x rows (padded to 16 by masked loads) for inputs k0:k0+bk: one [16, bk] tile, or for packed
     weights the even and odd columns as two [16, bk/2] tiles."""

@@ -99,7 +99,7 @@ def default_launch(op: Operand, programs: int | None = None) -> Launch:
 
 
 def check_launch(op: Operand, launch: Launch, rows: int = 1) -> None:
-    fits = op.k % (launch.splits * launch.step) == 0
+    fits = op.k % (launch.splits * launch.block_k) == 0
     fma_ok = not launch.fma or (rows <= tiles.FMA_MAX_ROWS and tiles.fma_supported(op, launch.block_n,
                                                                                     launch.block_k))
     if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits and fma_ok):
@@ -112,29 +112,23 @@ def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: 
     j, s = pl.program_id(0), pl.program_id(1)
     bk, bn = launch.block_k, launch.block_n
     n0 = j * bn
-    base = s * (k_steps * bk)
-    iters = k_steps // launch.unroll
+    loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
+                             unroll=launch.unroll)
 
     if launch.fma:
-        def fma_body(i, accs):
-            for u in range(launch.unroll):
-                k0 = base + (i * launch.unroll + u) * bk
-                xs = tuple(tiles.x_row(x_ref, r, k0, bk) for r in range(rows))
-                accs = tiles.tile_fma(xs, accs, w_refs, op, 0, k0, n0, bk, bn)
-            return accs
+        def fma_step(k0, accs):
+            xs = tuple(tiles.x_row(x_ref, r, k0, bk) for r in range(rows))
+            return tiles.tile_fma(xs, accs, w_refs, op, 0, k0, n0, bk, bn)
 
-        accs = lax.fori_loop(0, iters, fma_body, tuple(tiles.fma_zeros(op, bn, bk) for _ in range(rows)))
+        accs = loop(fma_step, tuple(tiles.fma_zeros(op, bn, bk) for _ in range(rows)))
         for r, acc in enumerate(accs):
             tiles.store_row(o_ref, r, tiles.fma_result(op, acc).astype(o_ref.dtype))
         return
 
-    def body(i, acc):
-        for u in range(launch.unroll):
-            k0 = base + (i * launch.unroll + u) * bk
-            acc = acc + tiles.tile_dot(tiles.x_tiles(x_ref, rows, k0, bk, op), w_refs, op, 0, k0, n0, bk, bn)
-        return acc
+    def step(k0, acc):
+        return acc + tiles.tile_dot(tiles.x_tiles(x_ref, rows, k0, bk, op), w_refs, op, 0, k0, n0, bk, bn)
 
-    acc = lax.fori_loop(0, iters, body, jnp.zeros((MAX_ROWS, bn), jnp.float32))
+    acc = loop(step, jnp.zeros((MAX_ROWS, bn), jnp.float32))
     tiles.store_rows(o_ref, acc.astype(o_ref.dtype), rows)
 
 
