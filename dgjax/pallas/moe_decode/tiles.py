@@ -40,6 +40,8 @@ from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, is_
 
 MIN_DOT = 16  # Triton's dot needs every dimension >= 16
 PLAIN_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16), jnp.dtype(jnp.float32))
+# Unscaled e4m3 arrays read as plain weights (converted tile by tile): the layout probe of benchmarks/launch_sweep.
+PLAIN_WEIGHT_DTYPES = PLAIN_DTYPES + (jnp.dtype(jnp.float8_e4m3fn),)
 PACKED = ("nvfp4", "mxfp4", "int4")
 
 
@@ -78,7 +80,7 @@ def describe(w: Any) -> Operand | None:
             zero = w.zero_point is not None
             return Operand("int4" if w.bits == 4 else "int8", e, k, n, 2 + zero, group=w.group_size, has_zero=zero)
         return None
-    if not hasattr(w, "dtype") or len(getattr(w, "shape", ())) != 3 or jnp.dtype(w.dtype) not in PLAIN_DTYPES:
+    if not hasattr(w, "dtype") or len(getattr(w, "shape", ())) != 3 or jnp.dtype(w.dtype) not in PLAIN_WEIGHT_DTYPES:
         return None
     e, k, n = w.shape
     return Operand("plain", e, k, n)
