@@ -28,6 +28,7 @@ weight is never dequantized.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import jax
@@ -39,6 +40,19 @@ from jax.experimental.pallas import triton as plgpu
 from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, is_quantized
 
 MIN_DOT = 16  # Triton's dot needs every dimension >= 16
+FP8_DECODES = ("cast", "bits", "u8")
+TWO_POW_120 = float(2.0 ** 120)
+
+
+def fp8_decode() -> str:
+    """How tensor-core fp8 tiles are decoded (read at trace time, $DGJAX_FP8_DECODE; a GPU probe):
+    "cast": Triton's e4m3 -> bf16 conversion; "bits": the e4m3 bits moved into a bf16 bit pattern with
+    integer ops (the value times 2**-120, undone in the column scale); "u8": the raw bytes converted as
+    integers (wrong values: times the load alone)."""
+    mode = os.environ.get("DGJAX_FP8_DECODE", "cast")
+    if mode not in FP8_DECODES:
+        raise ValueError(f"DGJAX_FP8_DECODE must be one of {FP8_DECODES}, got {mode!r}")
+    return mode
 PLAIN_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16), jnp.dtype(jnp.float32))
 # Unscaled e4m3 arrays read as plain weights (converted tile by tile): the layout probe of benchmarks/launch_sweep.
 PLAIN_WEIGHT_DTYPES = PLAIN_DTYPES + (jnp.dtype(jnp.float8_e4m3fn),)
@@ -94,7 +108,8 @@ def operand(w: Any) -> tuple[Operand, tuple[jax.Array, ...]]:
     if op.fmt == "plain":
         return op, (w,)
     if op.fmt == "fp8":
-        return op, (w.weight, w.scale.astype(jnp.float32).reshape(-1))
+        values = w.weight if fp8_decode() == "cast" else lax.bitcast_convert_type(w.weight, jnp.uint8)
+        return op, (values, w.scale.astype(jnp.float32).reshape(-1))
     if op.fmt == "nvfp4":
         return op, (w.packed, w.block_scale.reshape(-1), w.global_scale.astype(jnp.float32).reshape(op.experts))
     if op.fmt == "mxfp4":
@@ -224,10 +239,19 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
         return plgpu.dot(xs[0], w_ref[expert, pl.ds(k0, bk), pl.ds(n0, bn)].astype(dtype))
     if op.fmt == "fp8":
         w_ref, s_ref = refs
-        w = w_ref[expert, pl.ds(n0, bn), pl.ds(k0, bk)].astype(dtype)  # unmasked: no e4m3 fill value
+        raw = w_ref[expert, pl.ds(n0, bn), pl.ds(k0, bk)]  # unmasked: no e4m3 fill value
+        mode = fp8_decode()
+        if mode == "bits":
+            b = raw.astype(jnp.int32)
+            bits = ((b & 0x7F) << 4) | ((b & 0x80) << 8)
+            w = lax.bitcast_convert_type(bits.astype(jnp.int16), jnp.bfloat16).astype(dtype)
+        else:
+            w = raw.astype(dtype)
         (sb_n, sb_k), (nb, kb) = op.scale_block, op.scale_grid
         cols = n0 + lax.broadcasted_iota(jnp.int32, (bn,), 0)
         scale = plgpu.load(s_ref.at[(expert * nb + lax.div(cols, sb_n)) * kb + lax.div(k0, sb_k)])
+        if mode == "bits":
+            scale = scale * TWO_POW_120
         return plgpu.dot(xs[0], w, trans_b=True) * scale[None, :]
     if op.fmt == "int8":
         w_ref, s_ref, *z = refs
@@ -290,6 +314,8 @@ def tile_fma(rows: tuple, accs: tuple, refs, op: Operand, expert, k0, n0, bk: in
     w_ref, s_ref = refs
     (sb_n, sb_k), (nb, kb) = op.scale_block, op.scale_grid
     scale = s_ref[(expert * nb + lax.div(n0, sb_n)) * kb + lax.div(k0, sb_k)]
+    if fp8_decode() != "cast":
+        raise NotImplementedError("the fp8 decode probes run on the tensor-core path only")
     w = w_ref[expert, pl.ds(n0, bn), pl.ds(k0, bk)].astype(jnp.float32)
     return tuple(acc + w * (x * scale)[None, :] for acc, x in zip(accs, rows))
 
