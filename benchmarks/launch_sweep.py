@@ -31,7 +31,6 @@ import numpy as np
 
 from benchmarks.ceilings import measure_read_ceiling
 from benchmarks.device_trace import trace_events
-from dgjax.pallas.gemv import kernel as bf16_gemv
 from dgjax.pallas.launch import Launch
 from dgjax.pallas.moe_decode import kernel as moe_kernel
 from dgjax.pallas.moe_decode import ref as moe_ref
@@ -69,11 +68,6 @@ def _dense_launches(k: int, n: int) -> list[Launch]:
             for splits in (1, 4):
                 if n % bn == 0 and k % (128 * splits) == 0 and (n // bn) * splits <= 1024:
                     out.append(Launch(bn, 128, splits, unroll=unroll))
-    for bn, warps in ((16, 4), (32, 4), (32, 8), (64, 8)):
-        for unroll in (1, 2):
-            for splits in (1, 2):
-                if n % bn == 0 and k % (128 * splits) == 0:
-                    out.append(Launch(bn, 128, splits, num_warps=warps, unroll=unroll, fma=True))
     return out
 
 
@@ -86,10 +80,6 @@ def _deep_launches(k: int, n: int) -> list[Launch]:
                 for splits in (1, 2):
                     if n % bn == 0 and k % (128 * splits) == 0:
                         out.append(Launch(bn, 128, splits, num_stages=stages, unroll=unroll))
-    for bn, warps in ((16, 4), (32, 8)):
-        for unroll in (4, 8):
-            if n % bn == 0 and k % 128 == 0:
-                out.append(Launch(bn, 128, 1, num_warps=warps, num_stages=1, unroll=unroll, fma=True))
     return out
 
 
@@ -102,10 +92,6 @@ def _moe_launches(k: int, n: int, fmt: str) -> list[Launch]:
                 for splits in (1, 2):
                     if n % bn == 0 and k % (bk * splits) == 0:
                         out.append(Launch(bn, bk, splits, unroll=unroll))
-    for bn, warps in ((16, 4), (32, 4), (32, 8), (64, 8)):
-        for unroll in (1, 2, 3):
-            if n % bn == 0 and k % 128 == 0:
-                out.append(Launch(bn, 128, num_warps=warps, unroll=unroll, fma=True))
     return out
 
 
@@ -155,26 +141,6 @@ def _fused_dequant_dot(x, node):
     return jnp.einsum("rk,nk->rn", x, w)
 
 
-def _input_major_probe(case: str, x, ws, calls: int, per: int) -> list[Row]:
-    """Unscaled e4m3 weights stored input-major [K, N] (the bf16 layout, not the checkpoints' [N, K]) through the
-    bf16 GEMV kernel, converted tile by tile: is the fp8 slowness the [N, K] layout's transposed operand?"""
-    k, n = ws[0].shape
-    out, runs = [], []
-    for bn, bk, splits in ((64, 128, 1), (64, 128, 2), (64, 256, 2), (128, 128, 2), (128, 256, 1), (128, 128, 4),
-                           (64, 256, 4), (32, 256, 4), (128, 256, 2)):
-        launch = Launch(bn, bk, splits)
-        if not bf16_gemv.supports(x.shape[0], k, n, launch) or (n // bn) * splits > 2048:
-            continue
-        fn = jax.jit(lambda a, w_, la=launch: tuple(bf16_gemv.gemv(a, w, launch=la).sum(0) for w in w_))
-        want = (x.astype(jnp.float32) @ ws[0].astype(jnp.float32))
-        err = _rel(fn(x, ws)[0], want)
-        runs.append(((f"bn{bn}_bk{bk}_s{splits}",), fn, (x, ws), err))
-    traced = _timed_trace([r[:3] for r in runs], calls)
-    for (markers, _, _, err), t in zip(runs, traced):
-        out.append(Row(case, "fp8 [K,N] probe", "gemv", markers[0], sum(t.values()) / per, k * n / 1e6, err))
-    return out
-
-
 def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float, t0: float,
                 deep: bool = False) -> list[Row]:
     out = []
@@ -217,7 +183,6 @@ def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float,
             err = _rel(fused(x, nodes)[0], want.astype(jnp.float32))
             t = _timed_trace([((), fused, (x, nodes))], calls)[0]
             out.append(Row(case, "fp8", "xla dot", "xla fused dequant", sum(t.values()) / per, nbytes / 1e6, err))
-            out += _input_major_probe(case, x, [w.astype(jnp.float8_e4m3fn) for w in bf16], calls, per)
             for s in (2, 4, 8):  # XLA with an explicit K split: batched [s, rows, K/s] x [s, K/s, N], summed
                 split = jax.jit(lambda a, ws, s=s, k=k, n=n: tuple(
                     jnp.einsum("rsk,skn->srn", a.reshape(a.shape[0], s, k // s), w.reshape(s, k // s, n),
@@ -248,9 +213,7 @@ def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: 
         wts = jax.nn.softmax(jax.random.normal(jax.random.fold_in(key, 7), (rows, top_k)), -1)
         x = jax.random.normal(jax.random.fold_in(key, 9), (rows, h), jnp.float32).astype(jnp.bfloat16)
         for fmt in fmts:
-            ws = (tuple(_fp8(w, 1) for w in dense) if fmt == "fp8"
-                  else tuple(w.astype(jnp.float8_e4m3fn) for w in dense) if fmt == "fp8-probe"  # unscaled [E, K, N]
-                  else tuple(w.astype(jnp.bfloat16) for w in dense))
+            ws = tuple(_fp8(w, 1) for w in dense) if fmt == "fp8" else tuple(w.astype(jnp.bfloat16) for w in dense)
             jax.block_until_ready(ws)
             per_expert = sum(a.nbytes for a in jax.tree_util.tree_leaves(ws)) / e
             mb = {"gate_up": per_expert * top_k * 2 / 3 / 1e6, "down": per_expert * top_k / 3 / 1e6}
@@ -259,7 +222,7 @@ def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: 
             default = moe_kernel.default_config(ws[0], ws[2], rows, top_k)
             configs = [default]
             launches = (lambda k_, n_: [la for la in _deep_launches(k_, n_) if la.splits == 1 and la.block_n <= 64]) \
-                if deep else (lambda k_, n_: _moe_launches(k_, n_, "bf16" if fmt == "fp8-probe" else fmt))
+                if deep else (lambda k_, n_: _moe_launches(k_, n_, fmt))
             g_l, d_l = launches(g_op.k, g_op.n), launches(d_op.k, d_op.n)
             for i in range(max(len(g_l), len(d_l))):  # each timed config pairs the i-th launch of each stage
                 configs.append(moe_kernel.Config(g_l[i % len(g_l)], d_l[i % len(d_l)]))

@@ -22,10 +22,8 @@ def target_programs() -> int:
 class Launch:
     """One skinny-GEMM stage: output columns per program, K inputs per step, K splits, Triton params.
 
-    `unroll` K steps run per loop iteration (more loads in flight per program where one step's tile is
-    small, e.g. an fp8 step held inside one 128-wide scale block; a remainder runs one step at a time);
-    `fma` multiplies on the CUDA cores
-    instead of the tensor cores (1-4 rows, moe_decode/tiles.py).
+    `unroll` K steps run per loop iteration (their loads issue together; a remainder runs one step at a
+    time): where one step's tile is small, e.g. an fp8 step held inside one 128-wide scale block.
     """
 
     block_n: int
@@ -34,11 +32,10 @@ class Launch:
     num_warps: int = 4
     num_stages: int = 3
     unroll: int = 1
-    fma: bool = False
 
     def tag(self) -> str:
         """A short name for kernel names and tables."""
-        extra = (f"_u{self.unroll}" if self.unroll > 1 else "") + ("_fma" if self.fma else "")
+        extra = f"_u{self.unroll}" if self.unroll > 1 else ""
         return f"bn{self.block_n}_bk{self.block_k}_s{self.splits}_w{self.num_warps}_st{self.num_stages}{extra}"
 
 

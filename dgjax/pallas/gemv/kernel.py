@@ -59,7 +59,7 @@ def _gemv_kernel(x_ref, w_ref, *refs, rows: int, k: int, block_k: int, k_steps: 
         if normed:
             nk = norm_ref[pl.ds(k0, block_k)].astype(jnp.float32)
             xk = (xk.astype(jnp.float32) * scale * nk[None, :]).astype(x_ref.dtype)
-        wk = w_ref[pl.ds(i * block_k, block_k), :].astype(x_ref.dtype)  # no-op for bf16; fp8 probes
+        wk = w_ref[pl.ds(i * block_k, block_k), :]
         return acc + plgpu.dot(xk, wk)
 
     bn = o_ref.shape[-1]

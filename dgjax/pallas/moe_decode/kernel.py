@@ -65,6 +65,16 @@ class Config:
     down: Launch
 
 
+# FP8 experts at 1-2 tokens (one stream decodes at width 2 with its padding row on the same ~8 experts):
+# 32-column blocks, gate/up split in 2 with two K steps per iteration, down unsplit. Per layer on the H200
+# (benchmarks/launch_sweep.py, trace-timed, 2026-12-01 session 5): glm-4.5-air gate/up + down ~63 µs vs
+# 101.6 for the split-to-fill rule below, qwen3-30b-a3b ~27 vs 34.5. Every fp8 launch tried (unrolled,
+# deeper pipelines, CUDA-core FMA, input-major layout, integer decodes, uint32 loads) stayed at 30-60% of
+# the read ceiling: the 1-byte tiles, not the launch shape, bound them.
+FP8_SMALL_BATCH = Config(Launch(32, 128, 2, unroll=2), Launch(32, 128, 1, unroll=2))
+FP8_SMALL_BATCH_TOKENS = 2
+
+
 def supports(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str) -> bool:
     """Whether the kernel handles this token count, activation and these weights (else use the reference)."""
     ops = [describe(w) for w in (gate, up, down)]
@@ -101,24 +111,31 @@ def split_launch(op: Operand, live_slots: float, programs: int | None = None) ->
     return Launch(bn, bk, splits)
 
 
+def _fits(op: Operand, launch: Launch) -> bool:
+    try:
+        check_launch(op, launch)
+        return True
+    except ValueError:
+        return False
+
+
 def default_config(gate: Any, down: Any, tokens: int, top_k: int) -> Config:
     g, d = describe(gate), describe(down)
     if g.fmt == "plain":
         return Config(default_launch(g, GATE_UP_BLOCK_K), default_launch(d))
+    small = FP8_SMALL_BATCH
+    if g.fmt == "fp8" and tokens <= FP8_SMALL_BATCH_TOKENS and _fits(g, small.gate_up) and _fits(d, small.down):
+        return small
     live = expected_live_slots(g.experts, top_k, tokens)
     return Config(split_launch(g, live), split_launch(d, live))
 
 
-def check_launch(op: Operand, launch: Launch, tokens: int = 1) -> None:
-    """Blocks are powers of two that tile the weight and sit on its scale grid (tiles.valid_block_k); CUDA-core
-    launches also need <= tiles.FMA_MAX_ROWS tokens and a format `tiles.fma_supported` reads."""
+def check_launch(op: Operand, launch: Launch) -> None:
+    """Blocks are powers of two that tile the weight and sit on its scale grid (tiles.valid_block_k)."""
     fits = op.k % (launch.splits * launch.block_k) == 0
-    fma_ok = not launch.fma or (tokens <= tiles.FMA_MAX_ROWS and tiles.fma_supported(op, launch.block_n,
-                                                                                      launch.block_k))
-    if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits and fma_ok):
+    if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits):
         raise ValueError(f"{launch} does not tile a [{op.k}, {op.n}] {op.fmt} expert weight "
-                         f"(scale block {op.scale_block})" + (f" with {tokens} tokens on the CUDA cores"
-                                                               if launch.fma else ""))
+                         f"(scale block {op.scale_block})")
 
 
 # ---------------------------------------------------------------- in-kernel helpers
@@ -161,23 +178,6 @@ def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: 
     loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
                              unroll=launch.unroll, live=live)
 
-    if launch.fma:
-        def fma_step(k0, carry):
-            xs = tuple(tiles.x_row(x_ref, r, k0, bk) for r in range(tokens))
-            return (tiles.tile_fma(xs, carry[0], g_refs, op, expert, k0, n0, bk, bn),
-                    tiles.tile_fma(xs, carry[1], u_refs, op, expert, k0, n0, bk, bn))
-
-        zeros = tuple(tiles.fma_zeros(op, bn, bk) for _ in range(tokens))
-        acc_g, acc_u = loop(fma_step, (zeros, zeros))
-        for r in range(tokens):
-            g, u = tiles.fma_result(op, acc_g[r]), tiles.fma_result(op, acc_u[r])
-            if fused:
-                tiles.store_row(out_refs[0], r, _act(g, u).astype(out_refs[0].dtype))
-            else:
-                tiles.store_row(out_refs[0], r, g)
-                tiles.store_row(out_refs[1], r, u)
-        return
-
     def step(k0, carry):
         xs = tiles.x_tiles(x_ref, tokens, k0, bk, op)
         return (carry[0] + tiles.tile_dot(xs, g_refs, op, expert, k0, n0, bk, bn),
@@ -205,19 +205,6 @@ def _down_kernel(ids_ref, wts_ref, h_ref, *refs, op: Operand, tokens: int, top_k
                              unroll=launch.unroll, live=live)
     rw = _row_weights(ids_ref, wts_ref, expert, tokens, top_k)
 
-    if launch.fma:
-        def fma_step(k0, accs):
-            xs = tuple(tiles.x_row(h_ref, r, k0, bk) for r in range(tokens))
-            return tiles.tile_fma(xs, accs, w_refs, op, expert, k0, n0, bk, bn)
-
-        accs = loop(fma_step, tuple(tiles.fma_zeros(op, bn, bk) for _ in range(tokens)))
-        row = lax.broadcasted_iota(jnp.int32, rw.shape, 0)
-        for r in range(tokens):
-            w_r = jnp.sum(jnp.where(row == r, rw, 0.0))
-            out = tiles.fma_result(op, accs[r])
-            tiles.store_row(o_ref, r, jnp.where(w_r != 0.0, out * w_r, 0.0))
-        return
-
     def step(k0, acc):
         return acc + tiles.tile_dot(tiles.x_tiles(h_ref, tokens, k0, bk, op), w_refs, op, expert, k0, n0, bk, bn)
 
@@ -243,7 +230,7 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool) -> jax
     """h [slots, T, ffw] in x's dtype: act(x . gate) * (x . up) of each live slot's expert (zeros elsewhere)."""
     (op, g_arrays), (_, u_arrays) = operand(gate), operand(up)
     t, a = x.shape[0], ids_flat.shape[0]
-    check_launch(op, launch, t)
+    check_launch(op, launch)
     bn, bk, splits = launch.block_n, launch.block_k, launch.splits
     k_steps = op.k // (splits * bk)
     fused = splits == 1
@@ -275,7 +262,7 @@ def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpre
     """float32 [splits, slots, T, embed]: each live slot's routing-weighted down projection (zeros elsewhere)."""
     op, d_arrays = operand(down)
     a, t, _ = h.shape
-    check_launch(op, launch, t)
+    check_launch(op, launch)
     bn, bk, splits = launch.block_n, launch.block_k, launch.splits
     kernel = functools.partial(_down_kernel, op=op, tokens=t, top_k=top_k, num_slots=a, launch=launch,
                                k_steps=op.k // (splits * bk))

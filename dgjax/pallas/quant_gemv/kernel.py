@@ -98,13 +98,10 @@ def default_launch(op: Operand, programs: int | None = None) -> Launch:
     return Launch(bn, bk, splits)
 
 
-def check_launch(op: Operand, launch: Launch, rows: int = 1) -> None:
+def check_launch(op: Operand, launch: Launch) -> None:
     fits = op.k % (launch.splits * launch.block_k) == 0
-    fma_ok = not launch.fma or (rows <= tiles.FMA_MAX_ROWS and tiles.fma_supported(op, launch.block_n,
-                                                                                    launch.block_k))
-    if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits and fma_ok):
-        raise ValueError(f"{launch} does not tile a [{op.k}, {op.n}] {op.fmt} weight (scale block {op.scale_block})"
-                         + (f" with {rows} rows on the CUDA cores" if launch.fma else ""))
+    if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits):
+        raise ValueError(f"{launch} does not tile a [{op.k}, {op.n}] {op.fmt} weight (scale block {op.scale_block})")
 
 
 def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: int):
@@ -114,16 +111,6 @@ def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: 
     n0 = j * bn
     loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
                              unroll=launch.unroll)
-
-    if launch.fma:
-        def fma_step(k0, accs):
-            xs = tuple(tiles.x_row(x_ref, r, k0, bk) for r in range(rows))
-            return tiles.tile_fma(xs, accs, w_refs, op, 0, k0, n0, bk, bn)
-
-        accs = loop(fma_step, tuple(tiles.fma_zeros(op, bn, bk) for _ in range(rows)))
-        for r, acc in enumerate(accs):
-            tiles.store_row(o_ref, r, tiles.fma_result(op, acc).astype(o_ref.dtype))
-        return
 
     def step(k0, acc):
         return acc + tiles.tile_dot(tiles.x_tiles(x_ref, rows, k0, bk, op), w_refs, op, 0, k0, n0, bk, bn)
@@ -146,7 +133,7 @@ def quant_gemv(x: jax.Array, w: Any, *, out_dtype: Any = None, launch: Launch | 
                          f"{type(w).__name__} of shape {w.shape}")
     op, arrays = tiles.operand(as_expert_stack(w))
     launch = launch or default_launch(op)
-    check_launch(op, launch, rows)
+    check_launch(op, launch)
     bn, bk, splits = launch.block_n, launch.block_k, launch.splits
     out_dtype = jnp.dtype(out_dtype or x.dtype)
     if splits == 1:
