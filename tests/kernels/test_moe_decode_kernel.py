@@ -213,8 +213,41 @@ def test_default_launches_tile_real_expert_shapes_without_k_splits():
     assert launch.block_k == 128 and launch.splits == 1
 
 
+def test_fp8_experts_at_decode_widths_take_the_swept_launch():
+    """1-2 tokens of fp8 experts (qwen3-30b-a3b, glm-4.5-air shapes): FP8_SMALL_BATCH; more tokens, or a
+    scale grid its 128-wide steps do not fit: the split-to-fill rule."""
+    for e, h, f in ((128, 2048, 768), (128, 4096, 1408)):
+        gate = Fp8BlockWeight(weight=jax.ShapeDtypeStruct((e, f, h), jnp.float8_e4m3fn),
+                              scale=jax.ShapeDtypeStruct((e, f // 128, h // 128), jnp.float32),
+                              shape=(e, h, f), in_dims=1, expert_dims=1)
+        down = Fp8BlockWeight(weight=jax.ShapeDtypeStruct((e, h, f), jnp.float8_e4m3fn),
+                              scale=jax.ShapeDtypeStruct((e, h // 128, f // 128), jnp.float32),
+                              shape=(e, f, h), in_dims=1, expert_dims=1)
+        for tokens in (1, 2):
+            assert kernel.default_config(gate, down, tokens, 8) == kernel.FP8_SMALL_BATCH
+        assert kernel.default_config(gate, down, 4, 8) != kernel.FP8_SMALL_BATCH
+    tiny = _fp8(np.zeros((E, H, F), np.float32))  # 16 x 32 scale blocks: 128-wide steps do not fit
+    assert kernel.default_config(tiny, _fp8(np.zeros((E, F, H), np.float32)), 1, 2) != kernel.FP8_SMALL_BATCH
+
+
+def test_fp8_small_batch_launch_matches_the_reference():
+    """FP8_SMALL_BATCH itself (split gate/up, unrolled K with a remainder in down) against ref.py, on
+    128 x 128 scale blocks, interpreted."""
+    e, h, f, top_k = 4, 256, 384, 2
+    rng = np.random.default_rng(3)
+    w = lambda *s: (0.1 * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
+    block = (128, 128)
+    gate, up, down = _fp8(w(e, h, f), block), _fp8(w(e, h, f), block), _fp8(w(e, f, h), block)
+    assert kernel.default_config(gate, down, 2, top_k) == kernel.FP8_SMALL_BATCH
+    ids = np.array([[3, 1], [3, 1]], np.int32)  # the padding row of a width-2 tick routes like the real row
+    weights = np.array([[0.7, 0.3], [0.0, 0.0]], np.float32)
+    x = jnp.asarray(rng.standard_normal((2, h)), jnp.bfloat16)
+    args = (x, jnp.asarray(ids), jnp.asarray(weights), gate, up, down)
+    _check(kernel.moe_decode(*args, interpret=True), ref.moe_decode(*args), jnp.bfloat16)
+
+
 def test_quantized_experts_split_k_until_the_gpu_is_busy():
-    """Quantized experts keep the split-to-fill rule (no sweep of theirs yet)."""
+    """Other quantized experts (and fp8 beyond 2 tokens) keep the split-to-fill rule."""
     h200 = 2 * 132
     fp8 = kernel.Operand("fp8", 128, 2048, 768, num_arrays=2, scale_block=(128, 128), scale_grid=(6, 16))
     for tokens in (1, 4, 16):

@@ -53,8 +53,8 @@ BLOCK_K_DEFAULTS = (128, 64, 32, 16)
 # live experts of qwen3-30b-a3b) that ran 25.4 us per layer against 33.0 us for splitting K until ~2 programs
 # per SM were busy (gate_up s4, down s2): a split costs a float32 partial pass and one more launch, more than
 # the idle SMs lose (benchmarks/results/2026-12-01-moe-decode-sweep-nvidia-h200.md). Quantized experts keep
-# the split-to-fill rule until a sweep of theirs says otherwise: their smaller tiles move fewer bytes per
-# program, so the trade may go the other way.
+# the split-to-fill rule (their smaller tiles move fewer bytes per program), except fp8 at 1-2 tokens
+# (FP8_SMALL_BATCH, swept).
 GATE_UP_BLOCK_K = (256, 128, 64, 32, 16)
 MAX_SPLITS = 8
 
@@ -68,9 +68,10 @@ class Config:
 # FP8 experts at 1-2 tokens (one stream decodes at width 2 with its padding row on the same ~8 experts):
 # 32-column blocks, gate/up split in 2 with two K steps per iteration, down unsplit. Per layer on the H200
 # (benchmarks/launch_sweep.py, trace-timed, 2026-12-01 session 5): glm-4.5-air gate/up + down ~63 µs vs
-# 101.6 for the split-to-fill rule below, qwen3-30b-a3b ~27 vs 34.5. Every fp8 launch tried (unrolled,
-# deeper pipelines, CUDA-core FMA, input-major layout, integer decodes, uint32 loads) stayed at 30-60% of
-# the read ceiling: the 1-byte tiles, not the launch shape, bound them.
+# 101.6 for the split-to-fill rule, qwen3-30b-a3b ~27 vs 34.5. Engine C1 with it: qwen3-30b-a3b fp8 254.9 ->
+# 300.0 tok/s, glm-4.5-air fp8 130.0. Every fp8 variant tried (deeper unrolls and pipelines, CUDA-core FMA,
+# input-major layout, integer decodes, uint32 word loads: commits fd1c86a..6135827) stayed at 30-60% of
+# the read ceiling while bf16 tiles reach 80-96%: what bounds fp8 is not the launch shape.
 FP8_SMALL_BATCH = Config(Launch(32, 128, 2, unroll=2), Launch(32, 128, 1, unroll=2))
 FP8_SMALL_BATCH_TOKENS = 2
 
