@@ -1,3 +1,4 @@
+# Ran at commit e3aa41e; its probe options (--fmts fp8-probe, DGJAX_FP8_DECODE) were removed after the runs (no gain).
 # Session 5, call 3: layout probe - unscaled e4m3 weights stored input-major ([K, N], the bf16 layout) through
 # the plain MoE path and the bf16 GEMV kernel, against the checkpoints' [N, K] fp8 path.
 python3 -m pip install --no-deps -q llguidance-*.whl

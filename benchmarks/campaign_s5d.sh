@@ -1,3 +1,4 @@
+# Ran at commit b810848; its probe options (--fmts fp8-probe, DGJAX_FP8_DECODE) were removed after the runs (no gain).
 # Session 5, call 4: fp8 decode probes - integer bit decode of e4m3 into bf16 bit patterns ("bits") and the
 # raw byte load alone ("u8", wrong values) against Triton's cast, on the tensor-core path.
 python3 -m pip install --no-deps -q llguidance-*.whl

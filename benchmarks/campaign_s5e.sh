@@ -1,3 +1,4 @@
+# Ran at commit 6135827; its probe options (--fmts fp8-probe, DGJAX_FP8_DECODE) were removed after the runs (no gain).
 # Session 5, call 5: fp8 read as uint32 words (DGJAX_FP8_DECODE=words) - the launch sweep at the width-2
 # decode shapes, then qwen3-30b-a3b fp8 and glm-4.5-air fp8 engines (C1) with it.
 python3 -m pip install --no-deps -q llguidance-*.whl

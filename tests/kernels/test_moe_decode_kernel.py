@@ -217,12 +217,7 @@ def test_fp8_experts_at_decode_widths_take_the_swept_launch():
     """1-2 tokens of fp8 experts (qwen3-30b-a3b, glm-4.5-air shapes): FP8_SMALL_BATCH; more tokens, or a
     scale grid its 128-wide steps do not fit: the split-to-fill rule."""
     for e, h, f in ((128, 2048, 768), (128, 4096, 1408)):
-        gate = Fp8BlockWeight(weight=jax.ShapeDtypeStruct((e, f, h), jnp.float8_e4m3fn),
-                              scale=jax.ShapeDtypeStruct((e, f // 128, h // 128), jnp.float32),
-                              shape=(e, h, f), in_dims=1, expert_dims=1)
-        down = Fp8BlockWeight(weight=jax.ShapeDtypeStruct((e, h, f), jnp.float8_e4m3fn),
-                              scale=jax.ShapeDtypeStruct((e, h // 128, f // 128), jnp.float32),
-                              shape=(e, f, h), in_dims=1, expert_dims=1)
+        gate, down = _abstract_node("fp8", e, h, f), _abstract_node("fp8", e, f, h)
         for tokens in (1, 2):
             assert kernel.default_config(gate, down, tokens, 8) == kernel.FP8_SMALL_BATCH
         assert kernel.default_config(gate, down, 4, 8) != kernel.FP8_SMALL_BATCH
@@ -324,9 +319,13 @@ def _abstract_node(fmt: str, experts: int, k: int, n: int):
                      group_size=group, **geo)
 
 
-@pytest.mark.parametrize("tokens,fmt", [(1, "plain"), (16, "plain"), (3, "fp8"), (1, "nvfp4"), (2, "mxfp4"),
-                                        (4, "int4"), (1, "int8")])
-def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, verified_triton_lowering):
+@pytest.mark.parametrize("tokens,fmt,config", [
+    (1, "plain", None), (16, "plain", None), (3, "fp8", None), (1, "nvfp4", None), (2, "mxfp4", None),
+    (4, "int4", None), (1, "int8", None), (2, "fp8", None),  # FP8_SMALL_BATCH
+    (2, "fp8", kernel.Config(L(32, 128, 2, unroll=2), L(64, 128, unroll=4))),  # 6 down steps: 4 + 2
+    (1, "plain", kernel.Config(L(32, 256, unroll=3), L(64, 64))),
+])
+def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, config, verified_triton_lowering):
     """Lower for CUDA without a GPU and verify every Triton module (catches e.g. mistyped loop bounds,
     which otherwise only fail inside XLA's GPU compile)."""
     verified = verified_triton_lowering
@@ -336,20 +335,6 @@ def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, 
     args = (spec((tokens, embed), jnp.bfloat16), spec((tokens, top_k), jnp.int32),
             spec((tokens, top_k), jnp.float32), gate, gate, down)
     assert kernel.supports(tokens, gate, gate, down, "silu")
-    lowered = jax.jit(lambda *a: kernel.moe_decode(*a)).trace(*args).lower(lowering_platforms=("cuda",))
-    assert verified == [True, True] and "moe_gate_up" in lowered.as_text()
-
-
-@pytest.mark.parametrize("tokens,fmt,config", [
-    (2, "fp8", kernel.Config(L(32, 128, 2, unroll=2), L(64, 128, unroll=4))),  # 6 down steps: 4 + 2
-    (1, "plain", kernel.Config(L(32, 256, unroll=3), L(64, 64))),
-])
-def test_unrolled_launches_lower_at_qwen3_moe_shapes(tokens, fmt, config, verified_triton_lowering):
-    verified = verified_triton_lowering
-    experts, embed, ffw, top_k = 128, 2048, 768, 8
-    spec = jax.ShapeDtypeStruct
-    gate, down = _abstract_node(fmt, experts, embed, ffw), _abstract_node(fmt, experts, ffw, embed)
-    args = (spec((tokens, embed), jnp.bfloat16), spec((tokens, top_k), jnp.int32),
-            spec((tokens, top_k), jnp.float32), gate, gate, down)
     lowered = jax.jit(lambda *a: kernel.moe_decode(*a, config=config)).trace(*args).lower(lowering_platforms=("cuda",))
-    assert verified == [True, True] and config.gate_up.tag() in lowered.as_text()
+    used = config or kernel.default_config(gate, down, tokens, top_k)
+    assert verified == [True, True] and f"moe_gate_up_{fmt}_t{tokens}_{used.gate_up.tag()}" in lowered.as_text()
