@@ -67,7 +67,7 @@ class Config:
 
 # FP8 experts at 1-2 tokens (one stream decodes at width 2 with its padding row on the same ~8 experts):
 # 32-column blocks, gate/up split in 2 with two K steps per iteration, down unsplit. Per layer on the H200
-# (benchmarks/launch_sweep.py, trace-timed, 2026-12-01 session 5): glm-4.5-air gate/up + down ~63 µs vs
+# (benchmarks/launch_sweep.py, trace-timed, 2026-12-01 session 5): glm-4.5-air gate/up + down ~61 µs vs
 # 101.6 for the split-to-fill rule, qwen3-30b-a3b ~27 vs 34.5. Engine C1 with it: qwen3-30b-a3b fp8 254.9 ->
 # 300.0 tok/s, glm-4.5-air fp8 130.0. Every fp8 variant tried (deeper unrolls and pipelines, CUDA-core FMA,
 # input-major layout, integer decodes, uint32 word loads: commits fd1c86a..6135827) stayed at 30-60% of
@@ -112,29 +112,26 @@ def split_launch(op: Operand, live_slots: float, programs: int | None = None) ->
     return Launch(bn, bk, splits)
 
 
-def _fits(op: Operand, launch: Launch) -> bool:
-    try:
-        check_launch(op, launch)
-        return True
-    except ValueError:
-        return False
-
-
 def default_config(gate: Any, down: Any, tokens: int, top_k: int) -> Config:
     g, d = describe(gate), describe(down)
     if g.fmt == "plain":
         return Config(default_launch(g, GATE_UP_BLOCK_K), default_launch(d))
     small = FP8_SMALL_BATCH
-    if g.fmt == "fp8" and tokens <= FP8_SMALL_BATCH_TOKENS and _fits(g, small.gate_up) and _fits(d, small.down):
+    if g.fmt == "fp8" and tokens <= FP8_SMALL_BATCH_TOKENS and launch_fits(g, small.gate_up) \
+            and launch_fits(d, small.down):
         return small
     live = expected_live_slots(g.experts, top_k, tokens)
     return Config(split_launch(g, live), split_launch(d, live))
 
 
-def check_launch(op: Operand, launch: Launch) -> None:
+def launch_fits(op: Operand, launch: Launch) -> bool:
     """Blocks are powers of two that tile the weight and sit on its scale grid (tiles.valid_block_k)."""
     fits = op.k % (launch.splits * launch.block_k) == 0
-    if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits):
+    return valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits
+
+
+def check_launch(op: Operand, launch: Launch) -> None:
+    if not launch_fits(op, launch):
         raise ValueError(f"{launch} does not tile a [{op.k}, {op.n}] {op.fmt} expert weight "
                          f"(scale block {op.scale_block})")
 
@@ -204,15 +201,14 @@ def _down_kernel(ids_ref, wts_ref, h_ref, *refs, op: Operand, tokens: int, top_k
     n0 = j * bn
     loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
                              unroll=launch.unroll, live=live)
-    rw = _row_weights(ids_ref, wts_ref, expert, tokens, top_k)
 
     def step(k0, acc):
         return acc + tiles.tile_dot(tiles.x_tiles(h_ref, tokens, k0, bk, op), w_refs, op, expert, k0, n0, bk, bn)
 
     acc = loop(step, jnp.zeros((MIN_DOT_ROWS, bn), jnp.float32))
+    rw = _row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]
     # where, not a plain product: a token that did not pick this expert must add exactly 0, even if its
     # row overflowed.
-    rw = rw[:, None]
     tiles.store_rows(o_ref, jnp.where(rw != 0.0, acc * rw, 0.0), tokens)
 
 
@@ -230,8 +226,8 @@ def _params(launch: Launch):
 def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool) -> jax.Array:
     """h [slots, T, ffw] in x's dtype: act(x . gate) * (x . up) of each live slot's expert (zeros elsewhere)."""
     (op, g_arrays), (_, u_arrays) = operand(gate), operand(up)
-    t, a = x.shape[0], ids_flat.shape[0]
     check_launch(op, launch)
+    t, a = x.shape[0], ids_flat.shape[0]
     bn, bk, splits = launch.block_n, launch.block_k, launch.splits
     k_steps = op.k // (splits * bk)
     fused = splits == 1
@@ -262,8 +258,8 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool) -> jax
 def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpret: bool) -> jax.Array:
     """float32 [splits, slots, T, embed]: each live slot's routing-weighted down projection (zeros elsewhere)."""
     op, d_arrays = operand(down)
-    a, t, _ = h.shape
     check_launch(op, launch)
+    a, t, _ = h.shape
     bn, bk, splits = launch.block_n, launch.block_k, launch.splits
     kernel = functools.partial(_down_kernel, op=op, tokens=t, top_k=top_k, num_slots=a, launch=launch,
                                k_steps=op.k // (splits * bk))
