@@ -5,6 +5,8 @@ Experts no token picked hold NaN weights (and NaN fp8 scales): a kernel that rea
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -225,9 +227,11 @@ def test_fp8_experts_at_decode_widths_take_the_swept_launch():
     assert kernel.default_config(tiny, _fp8(np.zeros((E, F, H), np.float32)), 1, 2) != kernel.FP8_SMALL_BATCH
 
 
-def test_fp8_small_batch_launch_matches_the_reference():
+@pytest.mark.parametrize("dot", ["x", "f16"])
+def test_fp8_small_batch_launch_matches_the_reference(dot, set_fp8_dot):
     """FP8_SMALL_BATCH itself (split gate/up, unrolled K with a remainder in down) against ref.py, on
-    128 x 128 scale blocks, interpreted."""
+    128 x 128 scale blocks, interpreted; with the dot in x's dtype and in float16 (DGJAX_FP8_DOT)."""
+    set_fp8_dot(dot)
     e, h, f, top_k = 4, 256, 384, 2
     rng = np.random.default_rng(3)
     w = lambda *s: (0.1 * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
@@ -319,15 +323,18 @@ def _abstract_node(fmt: str, experts: int, k: int, n: int):
                      group_size=group, **geo)
 
 
-@pytest.mark.parametrize("tokens,fmt,config", [
-    (1, "plain", None), (16, "plain", None), (3, "fp8", None), (1, "nvfp4", None), (2, "mxfp4", None),
-    (4, "int4", None), (1, "int8", None), (2, "fp8", None),  # FP8_SMALL_BATCH
-    (2, "fp8", kernel.Config(L(32, 128, 2, unroll=2), L(64, 128, unroll=4))),  # 6 down steps: 4 + 2
-    (1, "plain", kernel.Config(L(32, 256, unroll=3), L(64, 64))),
+@pytest.mark.parametrize("tokens,fmt,config,fp8_dot", [
+    (1, "plain", None, "x"), (16, "plain", None, "x"), (3, "fp8", None, "x"), (1, "nvfp4", None, "x"),
+    (2, "mxfp4", None, "x"), (4, "int4", None, "x"), (1, "int8", None, "x"),
+    (2, "fp8", None, "x"), (2, "fp8", None, "f16"), (3, "fp8", None, "f16"),  # FP8_SMALL_BATCH; split-to-fill
+    (2, "fp8", kernel.Config(L(32, 128, 2, unroll=2), L(64, 128, unroll=4)), "x"),  # 6 down steps: 4 + 2
+    (1, "plain", kernel.Config(L(32, 256, unroll=3), L(64, 64)), "x"),
 ])
-def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, config, verified_triton_lowering):
+def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, config, fp8_dot, set_fp8_dot,
+                                                                   verified_triton_lowering):
     """Lower for CUDA without a GPU and verify every Triton module (catches e.g. mistyped loop bounds,
-    which otherwise only fail inside XLA's GPU compile)."""
+    which otherwise only fail inside XLA's GPU compile); fp8 with either DGJAX_FP8_DOT."""
+    set_fp8_dot(fp8_dot)
     verified = verified_triton_lowering
     experts, embed, ffw, top_k = 128, 2048, 768, 8
     spec = jax.ShapeDtypeStruct
@@ -338,3 +345,5 @@ def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, 
     lowered = jax.jit(lambda *a: kernel.moe_decode(*a, config=config)).trace(*args).lower(lowering_platforms=("cuda",))
     used = config or kernel.default_config(gate, down, tokens, top_k)
     assert verified == [True, True] and f"moe_gate_up_{fmt}_t{tokens}_{used.gate_up.tag()}" in lowered.as_text()
+    jaxpr = str(jax.make_jaxpr(lambda *a: kernel.moe_decode(*a, config=config))(*args))
+    assert bool(re.search(r"(?<!b)f16\[", jaxpr)) == (fmt == "fp8" and fp8_dot == "f16")  # float16 tiles only if asked

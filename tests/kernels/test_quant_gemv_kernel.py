@@ -249,3 +249,27 @@ def test_unrolled_launches_lower_at_glm_shapes(rows, launch, verified_triton_low
     lowered = jax.jit(lambda a, w: kernel.quant_gemv(a, w, launch=launch)).trace(x, node).lower(
         lowering_platforms=("cuda",))
     assert verified == [True] and launch.tag() in lowered.as_text()
+
+
+@pytest.mark.parametrize("magnitude", [1e-30, 1e-3, 1.0, 3e5, 1e30])
+def test_fp8_f16_dot_scales_rows_into_f16_range(magnitude, set_fp8_dot):
+    """DGJAX_FP8_DOT=f16: x rows far outside f16's range either way (bf16 holds 1e-30 and 1e30) are scaled
+    by powers of two and back, so the product matches the reference at every magnitude, row by row."""
+    set_fp8_dot("f16")
+    rng = np.random.default_rng(5)
+    node, _ = _encode("fp8", _rows(rng))
+    x = (magnitude * rng.standard_normal((3, K))).astype(np.float32)
+    x[1] *= 1e-4  # rows of different scales in one tile
+    x = jnp.asarray(x, jnp.bfloat16)
+    got = np.asarray(kernel.quant_gemv(x, node, launch=L(32, 64), interpret=True), np.float32)
+    want = np.asarray(ref.quant_gemv(x, node), np.float32)
+    assert np.isfinite(got).all()
+    for r in range(3):
+        np.testing.assert_allclose(got[r], want[r], rtol=2e-2, atol=1e-2 * np.abs(want[r]).max())
+
+
+def test_fp8_dot_mode_is_validated(set_fp8_dot):
+    node, _ = _encode("fp8", _rows(np.random.default_rng(0)))
+    set_fp8_dot("e5m2")
+    with pytest.raises(ValueError, match="DGJAX_FP8_DOT"):
+        kernel.quant_gemv(jnp.zeros((1, K), jnp.bfloat16), node, interpret=True)

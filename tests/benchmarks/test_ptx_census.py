@@ -1,0 +1,34 @@
+"""The PTX census tool: the real MoE decode stages lower to Triton IR on the CPU (fp8 with either
+DGJAX_FP8_DOT), and the opcode census counts instructions, not directives or labels."""
+
+from __future__ import annotations
+
+import jax
+
+from benchmarks import ptx_census
+
+
+def test_stages_lower_to_triton_ir_in_both_fp8_dot_modes(monkeypatch):
+    for mode, f16_tiles in (("x", False), ("f16", True)):
+        monkeypatch.setenv("DGJAX_FP8_DOT", mode)
+        jax.clear_caches()
+        modules = ptx_census.triton_modules("qwen3-30b-a3b", "fp8", 2)
+        assert sorted(n.split("_fp8")[0] for n in modules) == ["moe_down", "moe_gate_up"]
+        assert all(("tt.fp_to_fp" in text) for text in modules.values())
+        assert any(("xf16>" in text) for text in modules.values()) == f16_tiles
+    jax.clear_caches()
+
+
+def test_census_counts_opcodes_only():
+    ptx = """.version 8.7
+.target sm_90
+$L__BB0_1:
+	cvt.rn.f16x2.e4m3x2 %r1, %rs1;
+	cvt.rn.f16x2.e4m3x2 %r2, %rs2;
+	@%p1 bra $L__BB0_1;
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1}, {%r1}, {%r2}, {%f2};
+"""
+    counts = ptx_census.census(ptx)
+    assert counts["cvt.rn.f16x2.e4m3x2"] == 2 and counts["bra"] == 1
+    assert counts["mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"] == 1
+    assert not any(op.startswith((".", "$")) for op in counts)
