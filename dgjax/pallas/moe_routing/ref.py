@@ -2,7 +2,11 @@
 platform and shape the kernel does not take (prefill chunks, group-limited routing, sharded meshes) runs.
 
 From router logits float32 [N, experts]:
-- softmax (HF Qwen3-MoE): top-k of softmax(logits), weighted by those probabilities;
+- softmax (HF Qwen3-MoE): top-k of softmax(logits), weighted by those probabilities. Computed without the
+  full-width softmax: softmax is monotonic, so the top-k of the logits are the same experts, and their
+  probabilities are exp(logit - logsumexp(logits)); renormalized, they are a softmax over the k picked
+  logits alone. (XLA ran the full softmax, the top-k, the renormalization and the padding rule as separate
+  kernels in every decode layer; this leaves the top-k and one small fusion.)
 - sigmoid (HF Glm4Moe / DeepSeek-V3 "noaux_tc"): scores = sigmoid(logits); experts chosen on scores +
   score_bias within the topk_group best groups (two best scores per group), weighted by the unbiased scores;
 then optional renormalization of the k weights and `routed_scaling_factor`.
@@ -19,7 +23,7 @@ import jax.numpy as jnp
 from jax import lax
 
 SCORING = ("softmax", "sigmoid")
-# Sigmoid routers renormalize with this epsilon (HF Glm4Moe / DeepSeek-V3); negligible for softmax sums.
+# Sigmoid routers renormalize with this epsilon (HF Glm4Moe / DeepSeek-V3).
 NORM_EPS = 1e-20
 
 
@@ -62,8 +66,11 @@ def select_experts(logits: jax.Array, rule: RoutingRule, score_bias: jax.Array |
     logits = logits.astype(jnp.float32)
     k = rule.top_k
     if rule.scoring == "softmax":
-        probs = jax.nn.softmax(logits, axis=-1)
-        weights, ids = lax.top_k(probs, k)
+        top, ids = lax.top_k(logits, k)
+        if rule.norm_topk_prob:  # the renormalized probabilities: a softmax over the k picked logits
+            weights = jax.nn.softmax(top, axis=-1)
+        else:
+            weights = jnp.exp(top - jax.nn.logsumexp(logits, axis=-1, keepdims=True))
     elif rule.scoring == "sigmoid":
         scores = jax.nn.sigmoid(logits)
         choice = scores if score_bias is None else scores + score_bias.astype(jnp.float32)
@@ -71,10 +78,10 @@ def select_experts(logits: jax.Array, rule: RoutingRule, score_bias: jax.Array |
             choice = _keep_top_groups(choice, rule.n_group, rule.topk_group)
         _, ids = lax.top_k(choice, k)
         weights = jnp.take_along_axis(scores, ids, axis=-1)
+        if rule.norm_topk_prob:
+            weights = weights / (weights.sum(-1, keepdims=True) + NORM_EPS)
     else:
         raise ValueError(f"unsupported moe_scoring_func {rule.scoring!r} ({' | '.join(SCORING)})")
-    if rule.norm_topk_prob:
-        weights = weights / (weights.sum(-1, keepdims=True) + NORM_EPS)
     ids, weights = ids.astype(jnp.int32), weights * rule.routed_scaling_factor
     if valid is not None:
         ids, weights = pad_rows_like_first_valid(ids, weights, valid)
