@@ -71,7 +71,9 @@ class Config:
 # 101.6 for the split-to-fill rule, qwen3-30b-a3b ~27 vs 34.5. Engine C1 with it: qwen3-30b-a3b fp8 254.9 ->
 # 300.0 tok/s, glm-4.5-air fp8 130.0. Every fp8 variant tried (deeper unrolls and pipelines, CUDA-core FMA,
 # input-major layout, integer decodes, uint32 word loads: commits fd1c86a..6135827) stayed at 30-60% of
-# the read ceiling while bf16 tiles reach 80-96%: what bounds fp8 is not the launch shape.
+# the read ceiling while bf16 tiles reach 80-96%: what bounds fp8 is not the launch shape. The compiled loop
+# converts each e4m3 value twice on its way to bf16 (benchmarks/ptx_census.py); DGJAX_FP8_DOT=f16 (tiles.py)
+# is the candidate fix, opt-in until timed.
 FP8_SMALL_BATCH = Config(Launch(32, 128, 2, unroll=2), Launch(32, 128, 1, unroll=2))
 FP8_SMALL_BATCH_TOKENS = 2
 

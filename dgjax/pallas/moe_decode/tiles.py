@@ -7,7 +7,8 @@ An expert-stacked weight stands for [E, K, N] (K contracted). Formats and the ti
 - "plain": bf16/f16/f32 array in dgjax's input-major layout [E, K, N]: a [BK, BN] tile, one dot.
 - "fp8" (`Fp8BlockWeight`): e4m3 [E, N, K] plus a float32 scale per (bn x bk) block: a [BN, BK] tile
   converted to x's dtype (exact); the dot is scaled per output column by its block's scale, so a K step
-  stays inside one scale block.
+  stays inside one scale block. With DGJAX_FP8_DOT=f16 the tile converts to float16 instead (one paired
+  conversion per two values, not two per value) and x's rows are scaled into f16 range (`f16_rows`).
 - "nvfp4", "mxfp4", "int4" (packed nibbles [E, N, K/2], element 2i in the low nibble of byte i): a
   [BN, BK/2] byte tile; low and high nibbles are decoded separately and multiplied with the even and odd
   columns of x (two dots), so the nibbles never need re-interleaving. Their per-group scales (16 / 32 /
