@@ -12,6 +12,7 @@ from dgjax.text.tool_parsers.registry import (TOOL_CALL_FORMATS, detect_tool_cal
 
 __all__ = [
     "TOOL_CALL_FORMATS",
+    "CustomToolInput",
     "DeepSeekToolCallFormat",
     "Glm45ToolCallFormat",
     "HermesToolCallFormat",
@@ -20,6 +21,7 @@ __all__ = [
     "ToolCallFormat",
     "ToolCallStream",
     "ToolStreamDelta",
+    "custom_tool_names",
     "detect_tool_call_format",
     "get_tool_call_format",
     "resolve_tool_call_format",
