@@ -39,9 +39,9 @@ class Launch:
         return f"bn{self.block_n}_bk{self.block_k}_s{self.splits}_w{self.num_warps}_st{self.num_stages}{extra}"
 
 
-def choose_impl(impl: str | None, env_var: str, impls: tuple[str, ...], what: str) -> str:
-    """A kernel api's requested implementation: the argument, else $env_var, else "auto"; validated."""
-    chosen = (impl or os.environ.get(env_var) or "auto").strip().lower()
+def choose_impl(impl: str | None, env_var: str, impls: tuple[str, ...], what: str, default: str = "auto") -> str:
+    """A kernel api's requested implementation: the argument, else $env_var, else `default`; validated."""
+    chosen = (impl or os.environ.get(env_var) or default).strip().lower()
     if chosen not in impls:
         raise ValueError(f"{what} impl must be one of {impls}, got {chosen!r} (from {env_var} or impl=)")
     return chosen

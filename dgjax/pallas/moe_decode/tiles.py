@@ -24,7 +24,6 @@ weight is never dequantized.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 import jax
@@ -33,6 +32,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas.launch import choose_impl
 from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, is_quantized
 
 MIN_DOT = 16  # Triton's dot needs every dimension >= 16
@@ -220,10 +220,7 @@ def fp8_dot() -> str:
     """The tensor-core dot of fp8 tiles with bf16/f16 x (read at trace time from $DGJAX_FP8_DOT):
     "x" (default) in x's dtype; "f16" in float16 through `f16_rows`. Opt-in until the H200 has timed it:
     its compiled loop (Triton 3.9 for sm_90) has 112 instead of 192 conversions per iteration."""
-    mode = os.environ.get(FP8_DOT_ENV, "x").strip().lower()
-    if mode not in FP8_DOTS:
-        raise ValueError(f"{FP8_DOT_ENV} must be one of {FP8_DOTS}, got {mode!r}")
-    return mode
+    return choose_impl(None, FP8_DOT_ENV, FP8_DOTS, "fp8 dot", default="x")
 
 
 def f16_rows(x):
