@@ -145,14 +145,17 @@ def k_loop(step, carry, k_steps: int, base, block_k: int, unroll: int, live=None
 
 def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand) -> tuple:
     """x rows (padded to 16 by masked loads) for inputs k0:k0+bk: one [16, bk] tile, or for packed
-    weights the even and odd columns as two [16, bk/2] tiles."""
+    weights the even and odd columns as two [16, bk/2] tiles, or for fp8 under the float16 dot the tile
+    as `f16_rows` returns it (rows in f16, their scales): made once per K step, whatever number of weight
+    tiles (gate and up) the step multiplies it with."""
     cols = bk // 2 if op.packed else bk
     r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
     c = lax.broadcasted_iota(jnp.int32, (1, cols), 1)
     ok = jnp.broadcast_to(r < tokens, (MIN_DOT, cols))
     r = jnp.minimum(r, tokens - 1)  # padding rows read the last real row, masked off
     if not op.packed:
-        return (plgpu.load(x_ref.at[r, k0 + c], mask=ok, other=0),)
+        tile = plgpu.load(x_ref.at[r, k0 + c], mask=ok, other=0)
+        return f16_rows(tile) if _f16_dot(op, x_ref.dtype) else (tile,)
     even = plgpu.load(x_ref.at[r, k0 + 2 * c], mask=ok, other=0)
     odd = plgpu.load(x_ref.at[r, k0 + 2 * c + 1], mask=ok, other=0)
     return even, odd
@@ -223,6 +226,10 @@ def fp8_dot() -> str:
     return choose_impl(None, FP8_DOT_ENV, FP8_DOTS, "fp8 dot", default="x")
 
 
+def _f16_dot(op: Operand, x_dtype) -> bool:
+    return op.fmt == "fp8" and jnp.dtype(x_dtype) != jnp.float32 and fp8_dot() == "f16"
+
+
 def f16_rows(x):
     """A [rows, cols] tile as float16 rows scaled by powers of two, and those scales (float32 [rows]).
 
@@ -253,9 +260,9 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
         (sb_n, sb_k), (nb, kb) = op.scale_block, op.scale_grid
         cols = n0 + lax.broadcasted_iota(jnp.int32, (bn,), 0)
         scale = plgpu.load(s_ref.at[(expert * nb + lax.div(cols, sb_n)) * kb + lax.div(k0, sb_k)])
-        if dtype == jnp.float32 or fp8_dot() == "x":
+        if len(xs) == 1:
             return plgpu.dot(xs[0], raw.astype(dtype), trans_b=True) * scale[None, :]
-        x16, row_scale = f16_rows(xs[0])
+        x16, row_scale = xs  # the float16 dot (x_tiles)
         out = plgpu.dot(x16, raw.astype(jnp.float16), trans_b=True)  # e4m3 -> f16: one paired convert
         return out * row_scale[:, None] * scale[None, :]
     if op.fmt == "int8":
