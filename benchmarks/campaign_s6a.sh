@@ -14,9 +14,3 @@ for mode in x f16; do
       --contexts 1024 --concurrency 1 --prefill 2048 --decode-tokens 64 --trace-tokens 8 --out $OUT/qwen3_$mode > $OUT/qwen3_$mode.log 2>&1
   echo "== qwen3 fp8 $mode"; grep -E "^\| 1024|Error" $OUT/qwen3_$mode/*.md $OUT/qwen3_$mode.log | head -2
 done
-DGJAX_FP8_DOT=f16 XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 timeout 200 python3 -m benchmarks.decode_bench --preset glm-4.5-air \
-    --quantize fp8 --contexts 1024 --concurrency 1 --prefill 2048 --decode-tokens 64 --trace-tokens 8 --out $OUT/glm > $OUT/glm.log 2>&1
-echo "== glm fp8 f16"; grep -E "^\| 1024|Error" $OUT/glm/*.md $OUT/glm.log | head -2
-timeout 110 python3 -m benchmarks.decode_bench --preset qwen3-30b-a3b --contexts 1024 --concurrency 1 \
-    --prefill 2048 --decode-tokens 64 --trace-tokens 8 --out $OUT/qwen3_bf16 > $OUT/qwen3_bf16.log 2>&1
-echo "== qwen3 bf16"; grep -E "^\| 1024|Error" $OUT/qwen3_bf16/*.md $OUT/qwen3_bf16.log | head -2
