@@ -16,6 +16,7 @@ import glob
 import gzip
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 
@@ -65,6 +66,24 @@ class TickStats:
     busy_ms_per_tick: float  # time some kernel ran
     idle_share: float  # 1 - busy / wall inside the window
     kernels_per_tick: float
+    top_kernels: list[tuple[str, float, float]] = dataclasses.field(default_factory=list)  # name, µs, calls per tick
+
+
+def kernel_family(name: str) -> str:
+    """A kernel's name without XLA's numeric suffixes, so one fusion kind repeated per layer adds up."""
+    return re.sub(r"([._]\d+)+$", "", name.split("(")[0].strip())
+
+
+def top_kernels(events: list[dict], ticks: int, n: int = 15) -> list[tuple[str, float, float]]:
+    """The n kernel families with the most device time: (family, µs per tick, calls per tick)."""
+    us: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    for e in events:
+        k = kernel_family(e["name"])
+        us[k] = us.get(k, 0.0) + e["dur"]
+        calls[k] = calls.get(k, 0) + 1
+    ranked = sorted(us, key=us.get, reverse=True)[:n]
+    return [(k, us[k] / ticks, calls[k] / ticks) for k in ranked]
 
 
 def steady_tick_stats(events: list[dict], layers: int) -> TickStats | None:
@@ -80,7 +99,8 @@ def steady_tick_stats(events: list[dict], layers: int) -> TickStats | None:
     inside = [e for e in events if start <= e["ts"] < end]
     wall = end - start
     busy = busy_us(inside, start, end)
-    return TickStats(ticks, wall / ticks / 1e3, busy / ticks / 1e3, 1.0 - busy / wall, len(inside) / ticks)
+    return TickStats(ticks, wall / ticks / 1e3, busy / ticks / 1e3, 1.0 - busy / wall, len(inside) / ticks,
+                     top_kernels(inside, ticks))
 
 
 def trace_events(run: Callable[[], object], out_dir: str | None = None) -> list[dict]:

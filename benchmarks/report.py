@@ -93,6 +93,21 @@ def _speedups(r: dict) -> list[str]:
     return [""] + out if out else []
 
 
+def _kernel_tables(rows: list[dict]) -> list[str]:
+    """Where each traced decode case spent its device time, by kernel family (numeric suffixes dropped)."""
+    out = []
+    for d in rows:
+        t = d.get("traced_ticks") or {}
+        if not t.get("top_kernels"):
+            continue
+        out += ["", f"### Device time by kernel: context {d['context']}, {d['concurrency']} streams "
+                f"({t['ticks']} steady ticks, {t['busy_ms_per_tick']:.2f} ms busy per tick)", "",
+                "| kernel | µs/tick | calls/tick | of busy |", "|---|---|---|---|"]
+        for name, us, calls in t["top_kernels"]:
+            out.append(f"| `{name[:80]}` | {us:.1f} | {calls:.0f} | {_pct(us / 1e3 / t['busy_ms_per_tick'])} |")
+    return out
+
+
 def render_markdown(r: dict) -> str:
     m, c, model = r["machine"], r["ceiling"], r["model"]
     lines = [
@@ -127,6 +142,7 @@ def render_markdown(r: dict) -> str:
         lines += ["", "## Reference path, same run (plain-jnp attention, unfused projections)", ""]
         lines += _decode_table(r["reference"])
         lines += _speedups(r)
+    lines += _kernel_tables(r["decode"])
     lines += ["", "## Cold prefill (one request, prefix cache off, time to first token)", ""]
     lines += [
         "| prompt tokens | chunks | TTFT s | prompt tok/s | ms/chunk | useful TFLOP | TFLOP/s | of matmul ceiling |",

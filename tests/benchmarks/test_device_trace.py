@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.device_trace import busy_us, steady_tick_stats
+from benchmarks.device_trace import busy_us, kernel_family, steady_tick_stats
 
 
 def _timeline(ticks: int, layers: int, gemm_us: float, attn_us: float, gap_us: float, host_wait_us: float,
@@ -39,3 +39,14 @@ def test_too_few_ticks_give_none_and_overlaps_count_once():
     overlapping = [{"ts": 0.0, "dur": 10.0}, {"ts": 5.0, "dur": 10.0}, {"ts": 30.0, "dur": 5.0}]
     assert busy_us(overlapping, 0.0, 40.0) == pytest.approx(20.0)
     assert busy_us(overlapping, 8.0, 32.0) == pytest.approx(9.0)
+
+
+def test_kernel_breakdown_sums_per_tick_by_family():
+    layers, gemm, attn = 4, 10.0, 2.0
+    stats = steady_tick_stats(_timeline(10, layers, gemm, attn, 1.0, 8.0), layers)
+    names = {name: (us, calls) for name, us, calls in stats.top_kernels}
+    assert names["gemm_fusion_dot"] == (pytest.approx(layers * gemm), pytest.approx(layers))
+    assert names["paged_decode_attention_g16"] == (pytest.approx(layers * attn), pytest.approx(layers))
+    assert [n for n, _, _ in stats.top_kernels][0] == "gemm_fusion_dot"  # ranked by time
+    assert kernel_family("input_fusion.12") == "input_fusion"
+    assert kernel_family("loop_add_fusion_3.1") == "loop_add_fusion"
