@@ -229,10 +229,12 @@ def test_fp8_experts_at_decode_widths_take_the_swept_launch():
 
 @pytest.mark.parametrize("dot", ["x", "f16"])
 def test_fp8_small_batch_launch_matches_the_reference(dot, set_fp8_dot):
-    """FP8_SMALL_BATCH itself (split gate/up, unrolled K with a remainder in down) against ref.py, on
-    128 x 128 scale blocks, interpreted; with the dot in x's dtype and in float16 (DGJAX_FP8_DOT)."""
+    """FP8_SMALL_BATCH itself (gate/up split in 2, each split 3 K steps under a 2-step unroll: a remainder)
+    against ref.py, on 128 x 128 scale blocks, interpreted; with the dot in x's dtype and in float16."""
     set_fp8_dot(dot)
-    e, h, f, top_k = 4, 256, 384, 2
+    e, h, f, top_k = 4, 768, 384, 2
+    small = kernel.FP8_SMALL_BATCH.gate_up
+    assert (h // small.block_k // small.splits) % small.unroll == 1
     rng = np.random.default_rng(3)
     w = lambda *s: (0.1 * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
     block = (128, 128)

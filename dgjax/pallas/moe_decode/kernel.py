@@ -72,9 +72,10 @@ class Config:
 # 300.0 tok/s, glm-4.5-air fp8 130.0. Every fp8 variant tried (deeper unrolls and pipelines, CUDA-core FMA,
 # input-major layout, integer decodes, uint32 word loads: commits fd1c86a..6135827) stayed at 30-60% of
 # the read ceiling while bf16 tiles reach 80-96%: what bounds fp8 is not the launch shape. The compiled loop
-# converts each e4m3 value twice on its way to bf16 (benchmarks/ptx_census.py); DGJAX_FP8_DOT=f16 (tiles.py)
-# is the candidate fix, opt-in until timed.
-FP8_SMALL_BATCH = Config(Launch(32, 128, 2, unroll=2), Launch(32, 128, 1, unroll=2))
+# converts each e4m3 value twice on its way to bf16 (benchmarks/ptx_census.py). With the float16 dot
+# (tiles.fp8_dot, default since session 6) 64-column blocks won instead of 32 (campaign_s6c, engine C1 device
+# ms/tick: qwen3-30b-a3b fp8 3.17 -> 3.02, glm-4.5-air fp8 7.38 -> 6.89, 147.2 tok/s).
+FP8_SMALL_BATCH = Config(Launch(64, 128, 2, unroll=2), Launch(64, 128, 1))
 FP8_SMALL_BATCH_TOKENS = 2
 
 
