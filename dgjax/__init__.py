@@ -1,6 +1,10 @@
 """dgjax: a JAX/XLA-compiled LLM inference engine with an OpenAI-compatible server."""
 
-from dgjax.runtime.types import SamplingParams
+from dgjax import xla_flags
+
+xla_flags.apply()  # before anything imports jax and creates a backend
+
+from dgjax.runtime.types import SamplingParams  # noqa: E402
 
 __all__ = ["LLM", "SamplingParams"]
 
