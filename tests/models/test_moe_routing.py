@@ -178,3 +178,34 @@ def test_padding_rows_route_to_a_real_rows_experts_with_zero_weight_and_real_row
         plain = moe.moe_block(p, x[None], cfg, impl=impl)[0]
         masked = moe.moe_block(p, x[None], cfg, impl=impl, valid=valid[None])[0]
         np.testing.assert_array_equal(np.asarray(masked[1::2]), np.asarray(plain[1::2]))
+
+
+@pytest.mark.parametrize("n,e,k", [(1, 128, 8), (2, 160, 8), (16, 64, 6), (3, 8, 8)])
+def test_rank_top_k_equals_lax_top_k_with_ties(n, e, k):
+    """The decode-size top-k (ranks: two reductions, no sort) returns lax.top_k's values and ids exactly,
+    including tied values (lower index first) and the whole row (k == e)."""
+    from dgjax.pallas.moe_routing import ref
+
+    rng = np.random.default_rng(e + k)
+    x = rng.standard_normal((n, e)).astype(np.float32)
+    x[:, 5:9] = x[:, [2]]  # ties inside the top and elsewhere
+    x[0, 10:14] = 50.0
+    xj = jnp.asarray(x)
+    got_v, got_i = ref.top_k_by_rank(xj, k)
+    want_v, want_i = jax.lax.top_k(xj, k)
+    np.testing.assert_array_equal(np.asarray(got_i), np.asarray(want_i))
+    np.testing.assert_array_equal(np.asarray(got_v), np.asarray(want_v))
+    assert ref.top_k(xj, k)[1].shape == (n, k)
+
+
+def test_rank_top_k_keeps_ids_in_range_on_nan_and_large_inputs_take_lax_top_k():
+    from dgjax.pallas.moe_routing import ref
+
+    x = jnp.asarray(np.full((2, 16), np.nan, np.float32))
+    _, ids = ref.top_k_by_rank(x, 4)
+    assert int(ids.min()) >= 0 and int(ids.max()) <= 15
+    big = jnp.asarray(np.random.default_rng(0).standard_normal((128, 128)).astype(np.float32))  # 2M compares
+    jaxpr = str(jax.make_jaxpr(lambda a: ref.top_k(a, 8))(big))
+    assert "top_k" in jaxpr
+    small = big[:2]
+    assert "top_k" not in str(jax.make_jaxpr(lambda a: ref.top_k(a, 8))(small))

@@ -60,13 +60,42 @@ def pad_rows_like_first_valid(ids: jax.Array, weights: jax.Array, valid: jax.Arr
     return ids, jnp.where(valid[:, None], weights, jnp.zeros_like(weights))
 
 
+# Below this many compares (rows x experts x experts) top-k is computed by ranking (`top_k_by_rank`).
+RANK_TOP_K_MAX_COMPARES = 1 << 20
+
+
+def top_k_by_rank(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """lax.top_k's result for [N, E] (descending; ties to the lower index) by counting, for every element,
+    the elements ranked above it: two small reductions instead of a sort.
+
+    Why: on the GPU XLA lowers lax.top_k of a decode tick's router logits to a sort kernel (3.3 µs per MoE
+    layer on the H200, benchmarks/results/2026-12-01-s6c-kernel-breakdown.md); the ranks are one fused
+    compare-and-sum over [N, E, E]. Ids are clamped into range, so NaN logits (ranks then not a permutation)
+    cannot send a kernel outside the expert stack.
+    """
+    n, e = x.shape
+    idx = lax.broadcasted_iota(jnp.int32, (e,), 0)
+    xi, xj = x[:, :, None], x[:, None, :]
+    above = (xj > xi) | ((xj == xi) & (idx[None, None, :] < idx[None, :, None]))
+    rank = above.sum(-1, dtype=jnp.int32)  # [N, E]: how many elements come before element i
+    hit = rank[:, None, :] == lax.broadcasted_iota(jnp.int32, (k,), 0)[None, :, None]  # [N, k, E]
+    ids = jnp.minimum(jnp.where(hit, idx, 0).sum(-1), e - 1)
+    return jnp.take_along_axis(x, ids, axis=-1), ids
+
+
+def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """lax.top_k, by ranking for decode-sized inputs (see `top_k_by_rank`)."""
+    n, e = x.shape
+    return top_k_by_rank(x, k) if n * e * e <= RANK_TOP_K_MAX_COMPARES else lax.top_k(x, k)
+
+
 def select_experts(logits: jax.Array, rule: RoutingRule, score_bias: jax.Array | None = None,
                    valid: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
     """(ids int32 [N, top_k], weights float32 [N, top_k]) from router logits [N, experts]; see module doc."""
     logits = logits.astype(jnp.float32)
     k = rule.top_k
     if rule.scoring == "softmax":
-        top, ids = lax.top_k(logits, k)
+        top, ids = top_k(logits, k)
         if rule.norm_topk_prob:  # the renormalized probabilities: a softmax over the k picked logits
             weights = jax.nn.softmax(top, axis=-1)
         else:
@@ -76,7 +105,7 @@ def select_experts(logits: jax.Array, rule: RoutingRule, score_bias: jax.Array |
         choice = scores if score_bias is None else scores + score_bias.astype(jnp.float32)
         if rule.group_limited:
             choice = _keep_top_groups(choice, rule.n_group, rule.topk_group)
-        _, ids = lax.top_k(choice, k)
+        _, ids = top_k(choice, k)
         weights = jnp.take_along_axis(scores, ids, axis=-1)
         if rule.norm_topk_prob:
             weights = weights / (weights.sum(-1, keepdims=True) + NORM_EPS)
