@@ -1,7 +1,7 @@
 """What one call of a jitted executable costs the host, split by cause: arguments, Pallas kernels, XLA kernels.
 
 The MoE decode tick costs the host 2.2-3.7 ms per executable call (benchmarks/host_overhead.py) for ~900
-parameter leaves and ~850 kernels, while a CPU-backend call with 1000 arguments costs ~0.2 ms. This probe
+parameter leaves and ~850 kernels, while a CPU-backend call with 1000 arguments costs 0.2-0.4 ms. This probe
 times three synthetic executables whose device work is negligible, so the per-call time is the host's:
 - `args N`: one fusion over N small arrays (per-argument cost: buffer handling, usage events);
 - `pallas M`: M tiny Pallas kernels in a chain (per-kernel cost if the kernels sit outside CUDA graphs);

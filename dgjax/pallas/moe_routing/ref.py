@@ -5,11 +5,14 @@ From router logits float32 [N, experts]:
 - softmax (HF Qwen3-MoE): top-k of softmax(logits), weighted by those probabilities. Computed without the
   full-width softmax: softmax is monotonic, so the top-k of the logits are the same experts, and their
   probabilities are exp(logit - logsumexp(logits)); renormalized, they are a softmax over the k picked
-  logits alone. (XLA ran the full softmax, the top-k, the renormalization and the padding rule as separate
-  kernels in every decode layer, ~8.6 µs on the H200; the fewer kernels this leaves are to be timed.)
+  logits alone. (XLA had run the full softmax, the top-k, the renormalization and the padding rule as
+  separate kernels in every decode layer; on the H200 dropping the full softmax left device time per tick
+  unchanged, 3.22 vs 3.23 ms for qwen3-30b-a3b bf16, benchmarks/results/2026-12-01-s6a-fp8-f16-dot.md.)
 - sigmoid (HF Glm4Moe / DeepSeek-V3 "noaux_tc"): scores = sigmoid(logits); experts chosen on scores +
   score_bias within the topk_group best groups (two best scores per group), weighted by the unbiased scores;
 then optional renormalization of the k weights and `routed_scaling_factor`.
+Top-k itself runs by ranking for decode-sized inputs (`top_k_by_rank`, exactly lax.top_k's result), which
+replaces XLA's sort kernel with two reductions.
 Padding rows (valid False) take the first valid row's experts with weight 0: the MoE decode kernel reads
 every distinct routed expert, so a padding row routed on its own could double a single stream's reads.
 """
