@@ -10,6 +10,7 @@ One timed call runs `layers` layers over distinct caches (reads from HBM, not L2
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 
 import jax
@@ -18,7 +19,6 @@ import numpy as np
 
 from benchmarks.ceilings import measure_read_ceiling, time_async
 from dgjax.pallas.fused_decode_attention import api as fused_api
-from dgjax.pallas.fused_decode_attention import ref as fused_ref
 from dgjax.pallas.paged_attention import api as paged
 
 
@@ -85,8 +85,8 @@ def main(argv=None) -> None:
                 out_err = float(jnp.max(jnp.abs(got[0][0].astype(jnp.float32) - want[0][0].astype(jnp.float32))))
                 k_err = float(jnp.max(jnp.abs(got[0][1].astype(jnp.float32) - want[0][1].astype(jnp.float32))))
                 v_same = bool(jnp.array_equal(got[0][2], want[0][2]))
-                t_fast = time_async(lambda: fast(c, ks, vs), 10, 5).median_s / layers
-                t_slow = time_async(lambda: slow(c, ks, vs), 10, 5).median_s / layers
+                t_fast = time_async(functools.partial(fast, c, ks, vs), 10, 5).median_s / layers
+                t_slow = time_async(functools.partial(slow, c, ks, vs), 10, 5).median_s / layers
                 kv_bytes = 2 * batch * context * kvh * d * 2
                 rows.append((name, batch, context, out_err, k_err, v_same, t_slow * 1e6, t_fast * 1e6,
                              kv_bytes / t_fast / 1e12))

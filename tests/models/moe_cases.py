@@ -45,7 +45,7 @@ def _add_mtp_layers(path, hf_cfg, n_mtp: int) -> dict:
     layer) plus eh_proj / enorm / hnorm / shared_head, and the embed/head copies GLM-4.5 stores."""
     folder = SafetensorsFolder(str(path))
     tensors = {k: np.array(folder[k]) for k in folder}
-    last, h, v = hf_cfg.num_hidden_layers - 1, hf_cfg.hidden_size, hf_cfg.vocab_size
+    last, h = hf_cfg.num_hidden_layers - 1, hf_cfg.hidden_size
     rng = np.random.default_rng(1)
     added = {}
     for i in range(n_mtp):
