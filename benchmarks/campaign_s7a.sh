@@ -1,0 +1,10 @@
+# Prepared in session 6 for the next device call (~3 min): can per-layer leaves be packed into one argument
+# per kind? host_probe times donated in/out state (the KV caches' share of the call) and chains whose operands
+# are static slices of one stacked argument, counting device kernels per call: a copy kernel per slice means
+# XLA materializes the slices (then packing only works for XLA-consumed leaves, or with kernels that take a
+# layer index). Also tried: XLA's dynamic-slice fusion, which can hand custom calls a slice without a copy.
+python3 -m pip install --no-deps -q llguidance-*.whl
+for f in "" "--xla_gpu_enable_dynamic_slice_fusion=true"; do
+  XLA_FLAGS="$f" timeout 200 python3 -m benchmarks.host_probe --kernels >> $OUT/probe.log 2>&1
+done
+grep -E "us/call|Error" $OUT/probe.log | cut -c1-160
