@@ -31,20 +31,37 @@ class ForwardBatch:
 
 @flax.struct.dataclass
 class KVCache:
-    """Per-layer K and V pages: arrays [num_pages, page_size, kv_heads, head_dim] in the cache dtype, or for
-    an fp8 cache `QuantizedPages` (e4m3 values of that shape + float32 scales [num_pages, page_size, kv_heads]).
-    The scales live inside each layer's page node so model code passes pages through unchanged."""
+    """K and V pages of every layer in one pool each: arrays [layers * num_pages, page_size, kv_heads,
+    head_dim] in the cache dtype, or for an fp8 cache `QuantizedPages` (e4m3 values of that shape + float32
+    scales [layers * num_pages, page_size, kv_heads]). Layer i owns pool pages [i * num_pages, (i + 1) *
+    num_pages): its page p is pool page i * num_pages + p (`layer_tables`, `layer_slots`).
 
-    k: tuple[jax.Array | QuantizedPages, ...]
-    v: tuple[jax.Array | QuantizedPages, ...]
+    Why one pool, not one array per layer: every array is an argument (and, donated, a result) of each step
+    call, and on the H200 each costs the host ~1.4 µs per call (benchmarks/results/2026-12-01-s6d-host-cost.md):
+    96 per-layer caches of a 48-layer model were ~190 buffers per tick. The kernels read pages through block
+    tables, so shifting a layer's tables and slots by its page offset is all a layer needs; the shifts depend
+    only on the step's batch, so XLA computes them for all layers together at the start of the step."""
+
+    k: jax.Array | QuantizedPages
+    v: jax.Array | QuantizedPages
+    num_layers: int = flax.struct.field(pytree_node=False, default=1)
 
     @property
     def page_size(self) -> int:
-        return self.k[0].shape[1]
+        return self.k.shape[1]
 
     @property
     def num_pages(self) -> int:
-        return self.k[0].shape[0]
+        """Pages per layer (the page pool's size)."""
+        return self.k.shape[0] // self.num_layers
+
+    def layer_tables(self, block_tables: jax.Array, layer: int) -> jax.Array:
+        """Block tables [B, P] of per-layer page ids -> pool page ids of `layer`."""
+        return block_tables + layer * self.num_pages
+
+    def layer_slots(self, slots: jax.Array, layer: int) -> jax.Array:
+        """Flat per-layer cache slots -> flat pool slots of `layer`."""
+        return slots + layer * self.num_pages * self.page_size
 
 
 KV_AXES = ("pages", None, "kv_heads", "head_dim")
@@ -68,14 +85,15 @@ def is_scaled_kv_dtype(dtype) -> bool:
 
 
 def kv_cache_specs(cfg: ModelConfig, num_pages: int, page_size: int, dtype) -> KVCache:
-    """The cache as a KVCache of ParamSpecs (zeros), for shardings and AOT lowering; fp8: QuantizedPages specs."""
-    shape = (num_pages, page_size, cfg.num_key_value_heads, cfg.head_dim)
+    """The cache as a KVCache of ParamSpecs (zeros), for shardings and AOT lowering; fp8: QuantizedPages specs.
+    `num_pages` per layer; the pools hold that many for every layer."""
+    n = cfg.num_hidden_layers
+    shape = (n * num_pages, page_size, cfg.num_key_value_heads, cfg.head_dim)
     spec = ParamSpec(shape, dtype, KV_AXES, zeros_init)
     if is_scaled_kv_dtype(dtype):
         scales = ParamSpec(shape[:3], KV_SCALE_DTYPE, KV_SCALE_AXES, zeros_init)
         spec = QuantizedPages(values=spec, scales=scales)
-    n = cfg.num_hidden_layers
-    return KVCache(k=(spec,) * n, v=(spec,) * n)
+    return KVCache(k=spec, v=spec, num_layers=n)
 
 
 def kv_cache_shardings(cfg: ModelConfig, num_pages: int, page_size: int, dtype, mesh: Mesh, rules: ShardingRules):
@@ -85,7 +103,7 @@ def kv_cache_shardings(cfg: ModelConfig, num_pages: int, page_size: int, dtype, 
 def create_kv_cache(
     cfg: ModelConfig, num_pages: int, page_size: int, dtype, mesh: Mesh, rules: ShardingRules
 ) -> KVCache:
-    """A zeroed cache, each layer's K and V created directly in its sharding."""
+    """A zeroed cache, its K and V pools created directly in their sharding."""
     specs = kv_cache_specs(cfg, num_pages, page_size, dtype)
     shardings = param_shardings(specs, mesh, rules)
     make = lambda: map_specs(lambda s: jnp.zeros(s.shape, s.dtype), specs)  # noqa: E731

@@ -68,21 +68,20 @@ def run_decoder(params: Any, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig,
     slots = paged.kv_slots(batch.positions, batch.query_lens, batch.block_tables, kv.page_size)
     cos_sin = blocks.rope_cos_sin(batch.positions, cfg)
     valid = jnp.arange(batch.tokens.shape[1])[None, :] < batch.query_lens[:, None]
-    new_k, new_v = [], []
+    k_pages, v_pages = kv.k, kv.v  # the pools thread through the layers, each writing its own pages
     for i, layer in enumerate(params.layers):
         with jax.named_scope(f"layer_{i}"):
+            layer_batch = batch.replace(block_tables=kv.layer_tables(batch.block_tables, i))
             h, k_pages, v_pages = blocks.attention(
-                layer.attn, x, kv.k[i], kv.v[i], batch, slots, cos_sin, cfg, cfg.layer_sliding_window(i),
-                input_norm=layer.input_norm,
+                layer.attn, x, k_pages, v_pages, layer_batch, kv.layer_slots(slots, i), cos_sin, cfg,
+                cfg.layer_sliding_window(i), input_norm=layer.input_norm,
             )
             x = x + h
             h = blocks.rms_norm(x, layer.post_attention_norm, cfg.rms_norm_eps)
             x = x + feed_forward(layer, h, valid)
-            new_k.append(k_pages)
-            new_v.append(v_pages)
     with jax.named_scope("final_norm"):
         x = blocks.rms_norm(x, params.final_norm, cfg.rms_norm_eps)
-    return x, KVCache(k=tuple(new_k), v=tuple(new_v))
+    return x, kv.replace(k=k_pages, v=v_pages)
 
 
 def forward(params: DenseParams, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig) -> tuple[jax.Array, KVCache]:

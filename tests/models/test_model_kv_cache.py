@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dgjax.models.batch import create_kv_cache, kv_bytes_per_page, kv_cache_specs
 from dgjax.models.hf_config import parse_hf_config
@@ -15,11 +17,21 @@ CFG = parse_hf_config({"architectures": ["Qwen3ForCausalLM"], "vocab_size": 64, 
 
 def test_cache_layout_zeros_and_bytes_per_page():
     cache = create_kv_cache(CFG, 10, 4, jnp.bfloat16, make_mesh(1), DEFAULT_RULES)
-    assert len(cache.k) == len(cache.v) == CFG.num_hidden_layers
-    assert cache.k[0].shape == (10, 4, 2, 24) and cache.v[2].dtype == jnp.bfloat16
-    assert (cache.page_size, cache.num_pages) == (4, 10)
-    assert all(float(jnp.abs(x).max()) == 0.0 for x in cache.k + cache.v)
-    total = sum(x.nbytes for x in cache.k + cache.v)
-    assert kv_bytes_per_page(CFG, 4, jnp.bfloat16) * 10 == total
-    spec = kv_cache_specs(CFG, 10, 4, jnp.bfloat16).k[0]
-    assert spec.axes == ("pages", None, "kv_heads", "head_dim") and spec.shape == cache.k[0].shape
+    assert len(jax.tree.leaves(cache)) == 2  # one K and one V pool for all layers: two arguments per step
+    assert cache.k.shape == (3 * 10, 4, 2, 24) and cache.v.dtype == jnp.bfloat16
+    assert (cache.page_size, cache.num_pages, cache.num_layers) == (4, 10, 3)
+    assert all(float(jnp.abs(x).max()) == 0.0 for x in (cache.k, cache.v))
+    assert kv_bytes_per_page(CFG, 4, jnp.bfloat16) * 10 == cache.k.nbytes + cache.v.nbytes
+    spec = kv_cache_specs(CFG, 10, 4, jnp.bfloat16).k
+    assert spec.axes == ("pages", None, "kv_heads", "head_dim") and spec.shape == cache.k.shape
+
+
+def test_layers_own_disjoint_page_ranges_of_the_pool():
+    cache = create_kv_cache(CFG, 10, 4, jnp.bfloat16, make_mesh(1), DEFAULT_RULES)
+    tables = jnp.asarray([[0, 3, 9]], jnp.int32)
+    slots = jnp.asarray([[0, 13, 39]], jnp.int32)  # page 0 slot 0, page 3 slot 1, page 9 slot 3
+    for layer in range(3):
+        np.testing.assert_array_equal(cache.layer_tables(tables, layer), np.asarray([[0, 3, 9]]) + 10 * layer)
+        got = np.asarray(cache.layer_slots(slots, layer))
+        np.testing.assert_array_equal(got // 4, np.asarray(cache.layer_tables(tables, layer)))  # same pages
+        np.testing.assert_array_equal(got % 4, [[0, 1, 3]])
