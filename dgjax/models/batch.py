@@ -31,37 +31,54 @@ class ForwardBatch:
 
 @flax.struct.dataclass
 class KVCache:
-    """K and V pages of every layer in one pool each: arrays [layers * num_pages, page_size, kv_heads,
-    head_dim] in the cache dtype, or for an fp8 cache `QuantizedPages` (e4m3 values of that shape + float32
-    scales [layers * num_pages, page_size, kv_heads]). Layer i owns pool pages [i * num_pages, (i + 1) *
-    num_pages): its page p is pool page i * num_pages + p (`layer_tables`, `layer_slots`).
+    """K and V pages in pools that each hold a run of consecutive layers: arrays [layers_per_pool * num_pages,
+    page_size, kv_heads, head_dim] in the cache dtype, or for an fp8 cache `QuantizedPages` (e4m3 values of
+    that shape + float32 scales [layers_per_pool * num_pages, page_size, kv_heads]). Layer i lives in pool
+    i // layers_per_pool, where it owns pages [j * num_pages, (j + 1) * num_pages) for j = i % layers_per_pool:
+    its page p is that pool's page j * num_pages + p (`layer_tables`, `layer_slots`).
 
-    Why one pool, not one array per layer: every array is an argument (and, donated, a result) of each step
-    call, and on the H200 each costs the host ~1.4 µs per call (benchmarks/results/2026-12-01-s6d-host-cost.md):
+    Why pools, not one array per layer: every array is an argument (and, donated, a result) of each step call,
+    and on the H200 each costs the host ~1.4 µs per call (benchmarks/results/2026-12-01-s6d-host-cost.md): the
     96 per-layer caches of a 48-layer model were ~190 buffers per tick. The kernels read pages through block
     tables, so shifting a layer's tables and slots by its page offset is all a layer needs; the shifts depend
-    only on the step's batch, so XLA computes them for all layers together at the start of the step."""
+    only on the step's batch. Why not one pool for all layers: the Pallas kernels index pages with int32
+    element offsets, so a pool stays under 2**31 elements (`MAX_POOL_ELEMENTS`)."""
 
-    k: jax.Array | QuantizedPages
-    v: jax.Array | QuantizedPages
-    num_layers: int = flax.struct.field(pytree_node=False, default=1)
+    k: tuple[jax.Array | QuantizedPages, ...]
+    v: tuple[jax.Array | QuantizedPages, ...]
+    layers_per_pool: int = flax.struct.field(pytree_node=False, default=1)
 
     @property
     def page_size(self) -> int:
-        return self.k.shape[1]
+        return _values(self.k[0]).shape[1]
 
     @property
     def num_pages(self) -> int:
         """Pages per layer (the page pool's size)."""
-        return self.k.shape[0] // self.num_layers
+        return _values(self.k[0]).shape[0] // self.layers_per_pool
+
+    def pool_of(self, layer: int) -> int:
+        return layer // self.layers_per_pool
 
     def layer_tables(self, block_tables: jax.Array, layer: int) -> jax.Array:
-        """Block tables [B, P] of per-layer page ids -> pool page ids of `layer`."""
-        return block_tables + layer * self.num_pages
+        """Block tables [B, P] of per-layer page ids -> page ids of `layer` in its pool."""
+        return block_tables + (layer % self.layers_per_pool) * self.num_pages
 
     def layer_slots(self, slots: jax.Array, layer: int) -> jax.Array:
-        """Flat per-layer cache slots -> flat pool slots of `layer`."""
-        return slots + layer * self.num_pages * self.page_size
+        """Flat per-layer cache slots -> flat slots of `layer` in its pool."""
+        return slots + (layer % self.layers_per_pool) * self.num_pages * self.page_size
+
+
+def _values(pages):
+    return pages.values if isinstance(pages, QuantizedPages) else pages
+
+
+MAX_POOL_ELEMENTS = 2**31 - 1  # int32 element offsets inside the attention kernels
+
+
+def layers_per_pool(num_layers: int, layer_elements: int) -> int:
+    """How many consecutive layers share a pool: as many as stay under MAX_POOL_ELEMENTS (at least one)."""
+    return max(1, min(num_layers, MAX_POOL_ELEMENTS // max(1, layer_elements)))
 
 
 KV_AXES = ("pages", None, "kv_heads", "head_dim")
@@ -88,12 +105,15 @@ def kv_cache_specs(cfg: ModelConfig, num_pages: int, page_size: int, dtype) -> K
     """The cache as a KVCache of ParamSpecs (zeros), for shardings and AOT lowering; fp8: QuantizedPages specs.
     `num_pages` per layer; the pools hold that many for every layer."""
     n = cfg.num_hidden_layers
-    shape = (n * num_pages, page_size, cfg.num_key_value_heads, cfg.head_dim)
-    spec = ParamSpec(shape, dtype, KV_AXES, zeros_init)
-    if is_scaled_kv_dtype(dtype):
-        scales = ParamSpec(shape[:3], KV_SCALE_DTYPE, KV_SCALE_AXES, zeros_init)
-        spec = QuantizedPages(values=spec, scales=scales)
-    return KVCache(k=spec, v=spec, num_layers=n)
+    per_pool = layers_per_pool(n, num_pages * page_size * cfg.num_key_value_heads * cfg.head_dim)
+    pools = []
+    for first in range(0, n, per_pool):
+        shape = (min(per_pool, n - first) * num_pages, page_size, cfg.num_key_value_heads, cfg.head_dim)
+        spec = ParamSpec(shape, dtype, KV_AXES, zeros_init)
+        if is_scaled_kv_dtype(dtype):
+            spec = QuantizedPages(values=spec, scales=ParamSpec(shape[:3], KV_SCALE_DTYPE, KV_SCALE_AXES, zeros_init))
+        pools.append(spec)
+    return KVCache(k=tuple(pools), v=tuple(pools), layers_per_pool=per_pool)
 
 
 def kv_cache_shardings(cfg: ModelConfig, num_pages: int, page_size: int, dtype, mesh: Mesh, rules: ShardingRules):

@@ -68,12 +68,13 @@ def run_decoder(params: Any, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig,
     slots = paged.kv_slots(batch.positions, batch.query_lens, batch.block_tables, kv.page_size)
     cos_sin = blocks.rope_cos_sin(batch.positions, cfg)
     valid = jnp.arange(batch.tokens.shape[1])[None, :] < batch.query_lens[:, None]
-    k_pages, v_pages = kv.k, kv.v  # the pools thread through the layers, each writing its own pages
+    k_pools, v_pools = list(kv.k), list(kv.v)  # each pool threads through its layers, each writing its pages
     for i, layer in enumerate(params.layers):
         with jax.named_scope(f"layer_{i}"):
+            g = kv.pool_of(i)
             layer_batch = batch.replace(block_tables=kv.layer_tables(batch.block_tables, i))
-            h, k_pages, v_pages = blocks.attention(
-                layer.attn, x, k_pages, v_pages, layer_batch, kv.layer_slots(slots, i), cos_sin, cfg,
+            h, k_pools[g], v_pools[g] = blocks.attention(
+                layer.attn, x, k_pools[g], v_pools[g], layer_batch, kv.layer_slots(slots, i), cos_sin, cfg,
                 cfg.layer_sliding_window(i), input_norm=layer.input_norm,
             )
             x = x + h
@@ -81,7 +82,7 @@ def run_decoder(params: Any, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig,
             x = x + feed_forward(layer, h, valid)
     with jax.named_scope("final_norm"):
         x = blocks.rms_norm(x, params.final_norm, cfg.rms_norm_eps)
-    return x, kv.replace(k=k_pages, v=v_pages)
+    return x, kv.replace(k=tuple(k_pools), v=tuple(v_pools))
 
 
 def forward(params: DenseParams, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig) -> tuple[jax.Array, KVCache]:

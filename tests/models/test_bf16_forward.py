@@ -31,4 +31,4 @@ def test_bfloat16_forward_tracks_float32_transformers(tmp_path):
                          query_lens=jnp.asarray([2], jnp.int32), block_tables=jnp.asarray([[3, 0]], jnp.int32),
                          context_lens=jnp.asarray([2], jnp.int32))
     hidden, kv = jax.eval_shape(functools.partial(llama.forward, cfg=case.cfg), params, kv, batch)
-    assert hidden.dtype == jnp.bfloat16 and kv.k.dtype == jnp.bfloat16
+    assert hidden.dtype == jnp.bfloat16 and kv.k[0].dtype == jnp.bfloat16

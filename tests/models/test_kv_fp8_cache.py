@@ -31,7 +31,8 @@ FP8 = jnp.float8_e4m3fn
 
 def test_fp8_cache_holds_e4m3_values_and_float32_scales_sharded_like_kv_heads():
     cache = create_kv_cache(CFG, 10, 4, FP8, make_mesh(1), DEFAULT_RULES)
-    pool = cache.v
+    assert len(cache.v) == 1  # small enough for one pool
+    pool = cache.v[0]
     assert isinstance(pool, QuantizedPages)
     n = CFG.num_hidden_layers * 10  # every layer's pages in one pool
     assert pool.values.shape == (n, 4, 2, 24) and pool.values.dtype == FP8
@@ -41,11 +42,11 @@ def test_fp8_cache_holds_e4m3_values_and_float32_scales_sharded_like_kv_heads():
     assert len(leaves) == 4  # K and V values and scales
     assert all(float(jnp.abs(x.astype(jnp.float32)).max()) == 0 for x in leaves)
     assert kv_bytes_per_page(CFG, 4, FP8) * 10 == sum(x.nbytes for x in leaves)
-    spec = kv_cache_specs(CFG, 10, 4, FP8).k
+    spec = kv_cache_specs(CFG, 10, 4, FP8).k[0]
     assert spec.values.axes == ("pages", None, "kv_heads", "head_dim")
     assert spec.scales.axes == ("pages", None, "kv_heads")
     # bf16 caches keep their plain-array layout.
-    assert not isinstance(kv_cache_specs(CFG, 10, 4, jnp.bfloat16).k, QuantizedPages)
+    assert not isinstance(kv_cache_specs(CFG, 10, 4, jnp.bfloat16).k[0], QuantizedPages)
 
 
 def test_kv_cache_dtype_flag_resolves_and_fp8_pages_nearly_halve_bf16_bytes():

@@ -74,7 +74,7 @@ def _run(params, cfg, mesh, rules):
     for batch in _batches():
         logits, kv = _step(params, kv, batch, cfg)
         outs.append(np.asarray(logits))
-    return outs + [np.asarray(a) for a in (kv.k, kv.v)]
+    return outs + [np.asarray(a) for a in kv.k + kv.v]
 
 
 def check(name: str, path: str) -> None:

@@ -55,6 +55,6 @@ def test_abstract_params_of_a_real_model_shape_shard_heads_not_kv_heads_on_16_wa
     attn = map_specs(spec_of, specs.layers[0].attn)
     assert attn.q == PartitionSpec(None, "tp", None) and attn.k == PartitionSpec(None, None, None)
     assert spec_of(specs.layers[0].mlp.down) == PartitionSpec("tp", None)
-    assert spec_of(kv_cache_specs(cfg, 100, 16, "bfloat16").k) == PartitionSpec(None, None, None, None)
+    assert spec_of(kv_cache_specs(cfg, 100, 16, "bfloat16").k[0]) == PartitionSpec(None, None, None, None)
     abstract = abstract_params(specs, make_mesh(1), DEFAULT_RULES)
     assert abstract.embed.shape == (128256, 4096) and abstract.embed.sharding is not None
