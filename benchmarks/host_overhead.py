@@ -62,7 +62,7 @@ def main() -> None:
                        quantize=a.quantize)
     be = BenchEngine(tiny_preset_dir(a.preset, a.real_widths), cfg, lambda s: None)
     ex = be.recorder.executor
-    leaves = len(jax.tree_util.tree_leaves(ex.params))
+    leaves = len(jax.tree_util.tree_leaves(ex.call_params))  # what each step call passes
     calls: list[float] = []
     inner = be.recorder.__call__
 

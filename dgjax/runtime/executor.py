@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dgjax.runtime import compile_cache, sampler, steps
+from dgjax.runtime import compile_cache, param_packing, sampler, steps
 from dgjax.runtime.device_state import DeviceState
 from dgjax.runtime.types import MAX_TOP_LOGPROBS
 
@@ -43,6 +43,7 @@ class Executor:
         self.cfg = cfg
         self.mesh = mesh
         self.params = params
+        self.call_params = param_packing.pack(params)  # what the step executables take (fewer arrays per call)
         self.state = state
         self.decode_buckets = tuple(sorted(decode_buckets))
         self.prefill_buckets = tuple(sorted(prefill_buckets))
@@ -85,7 +86,7 @@ class Executor:
     def compile_all(self, progress: Callable[[str], None] | None = None) -> dict[str, int]:
         """Compile (or load from the persistent cache) every bucket; returns hit/miss counts."""
         hits0, misses0 = compile_cache.counts()
-        p_abs, s_abs = _abstract(self.params), _abstract(self.state)
+        p_abs, s_abs = _abstract(self.call_params), _abstract(self.state)
         tops = (0, MAX_TOP_LOGPROBS) if self.aot_logprob_variants else (0,)
         plps = (False, True) if self.aot_logprob_variants else (False,)
         jobs = [("decode", (w, k)) for w in self.decode_buckets for k in tops]
@@ -122,7 +123,8 @@ class Executor:
         return summary
 
     def _compile_decode(self, p_abs, s_abs, width: int, num_top: int):
-        fn = steps.bind(steps.decode_tick, family=self.family, cfg=self.cfg, num_top=num_top)
+        fn = param_packing.taking_packed(steps.bind(steps.decode_tick, family=self.family, cfg=self.cfg,
+                                                    num_top=num_top))
         args = (
             p_abs, s_abs,
             self._arg((width,), jnp.int32),
@@ -133,7 +135,7 @@ class Executor:
         return self._compile(f"decode[B={width},top={num_top}]", fn, args, (1,))
 
     def _compile_decode_forward(self, p_abs, s_abs, width: int):
-        fn = steps.bind(steps.decode_forward, family=self.family, cfg=self.cfg)
+        fn = param_packing.taking_packed(steps.bind(steps.decode_forward, family=self.family, cfg=self.cfg))
         args = (
             p_abs, s_abs,
             self._arg((width,), jnp.int32),
@@ -155,10 +157,10 @@ class Executor:
         return self._compile(f"decode_sample[B={width},top={num_top}]", fn, args, (0,))
 
     def _compile_prefill(self, p_abs, s_abs, chunk: int, with_plp: bool):
-        fn = steps.bind(
+        fn = param_packing.taking_packed(steps.bind(
             steps.prefill_chunk, family=self.family, cfg=self.cfg,
             num_top=MAX_TOP_LOGPROBS, with_prompt_logprobs=with_plp,
-        )
+        ))
         i32 = jnp.int32
         args = (
             p_abs, s_abs,
@@ -198,8 +200,8 @@ class Executor:
         exe = self._decode.get(key)
         if exe is None:
             log.warning("cold compile while serving: decode %s was not compiled ahead of time", key)
-            exe = self._decode[key] = self._compile_decode(_abstract(self.params), _abstract(self.state), *key)
-        self.state, res = exe(self.params, self.state, slot_ids, block_tables, active, st)
+            exe = self._decode[key] = self._compile_decode(_abstract(self.call_params), _abstract(self.state), *key)
+        self.state, res = exe(self.call_params, self.state, slot_ids, block_tables, active, st)
         _start_copy(res)
         return res
 
@@ -210,8 +212,8 @@ class Executor:
         if exe is None:
             log.warning("cold compile while serving: decode_forward %s was not compiled ahead of time", width)
             exe = self._decode_forward[width] = self._compile_decode_forward(
-                _abstract(self.params), _abstract(self.state), width)
-        self.state, logits = exe(self.params, self.state, slot_ids, block_tables, active)
+                _abstract(self.call_params), _abstract(self.state), width)
+        self.state, logits = exe(self.call_params, self.state, slot_ids, block_tables, active)
         return logits
 
     def decode_sample(self, logits, slot_ids, active, st, bitmask, want_top: bool):
@@ -238,9 +240,9 @@ class Executor:
         exe = self._prefill.get(key)
         if exe is None:
             log.warning("cold compile while serving: prefill %s was not compiled ahead of time", key)
-            exe = self._prefill[key] = self._compile_prefill(_abstract(self.params), _abstract(self.state), *key)
+            exe = self._prefill[key] = self._compile_prefill(_abstract(self.call_params), _abstract(self.state), *key)
         self.state, out = exe(
-            self.params, self.state, np.int32(slot), tokens, next_tokens, np.int32(start_pos),
+            self.call_params, self.state, np.int32(slot), tokens, next_tokens, np.int32(start_pos),
             np.int32(num_valid), block_table, np.bool_(is_last), st,
             self.allow_all_mask_row() if bitmask is None else bitmask,
         )
