@@ -72,6 +72,7 @@ class Engine:
         self._rng = np.random.default_rng(self.config.seed)
         self._inflight: list[_Inflight] = []
         self._st_cache: tuple[tuple, object] | None = None
+        self._layout_cache: tuple[tuple, tuple] | None = None  # (host arrays, their device copies)
         self.compile_summary: dict[str, int] = {}
         self.cache_dir = compile_cache.enable(self.config.compilation_cache_dir)
         self.model_config: ModelConfig = ModelConfig.from_dir(model_dir)
@@ -279,6 +280,9 @@ class Engine:
         return _Inflight("prefill", [seq], result, work)
 
     def _decode_layout(self, rows: list[Sequence]):
+        """(width, slot_ids, active, block tables) of a decode tick, as device arrays. They change only when
+        rows join or leave or a row starts a new page, so the last tick's copies are reused otherwise: no
+        host-to-device transfers on most ticks."""
         ex = self._loaded.executor
         width = ex.decode_width(len(rows))
         slot_ids = np.full((width,), ex.pad_slot, np.int32)
@@ -288,7 +292,11 @@ class Engine:
             slot_ids[i] = seq.slot
             active[i] = True
             tables[i] = self.scheduler.block_table(seq, ex.max_pages_per_seq)
-        return width, slot_ids, active, tables
+        host = (slot_ids, active, tables)
+        cached = self._layout_cache
+        if cached is None or not all(np.array_equal(a, b) for a, b in zip(cached[0], host)):
+            cached = self._layout_cache = (host, tuple(ex.put(a) for a in host))
+        return (width, *cached[1])
 
     def _dispatch_decode(self, rows: list[Sequence]) -> _Inflight:
         ex = self._loaded.executor
