@@ -138,6 +138,8 @@ def load_model(model_dir: str, cfg: ModelConfig, ecfg: EngineConfig, max_model_l
     kv_dtype = resolve_kv_cache_dtype(ecfg.kv_cache_dtype, dtype)
     num_pages = plan_num_pages(cfg, ecfg, max_model_len, kv_dtype, mesh)
     kv = create_kv_cache(cfg, num_pages, ecfg.page_size, kv_dtype, mesh, rules)
+    log.info("KV cache: %d layers in %d K and %d V array(s) of up to %d layers each",
+             cfg.num_hidden_layers, len(kv.k), len(kv.v), kv.layers_per_pool)
     replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
     state = create_device_state(kv, ecfg.max_concurrency, cfg.vocab_size, replicated)
     pool = PagePool(num_pages, ecfg.page_size, enable_prefix_cache=ecfg.enable_prefix_cache)
