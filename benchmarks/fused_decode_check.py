@@ -47,14 +47,14 @@ def build(batch, context, kvh, g, d, rot, page, max_len, layers, qk_norm, seed):
     )
 
 
-def step(impl: str, scale: float):
+def step(impl: str, scale: float, splits: int | None = None):
     def run(c, ks, vs):
         outs = []
         for k, v in zip(ks, vs):
             outs.append(fused_api.decode_attention(
                 c["qkv"], c["cos"], c["sin"], k, v, c["block_tables"], c["context_lens"], c["positions"],
                 c["query_lens"], c["slots"], scale=scale, eps=1e-6, q_norm=c["q_norm"], k_norm=c["k_norm"],
-                impl=impl))
+                impl=impl, num_splits=splits))
         return outs
 
     return jax.jit(run)
@@ -64,11 +64,14 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", default="1,4,16")
     ap.add_argument("--contexts", default="1024,8192")
+    ap.add_argument("--splits", default="0", help="split counts to time (0: the kernel's default)")
+    ap.add_argument("--max-len", type=int, default=32768, help="block table width in tokens (sets the default split)")
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args(argv)
+    split_counts = [int(x) or None for x in a.splits.split(",")]
     gpu = jax.default_backend() == "gpu"
     shapes = [("llama-3.1-8b", 8, 4, 128, 128, False), ("qwen3-8b", 8, 4, 128, 128, True)]
-    batches, contexts, layers, max_len = list(map(int, a.batches.split(","))), list(map(int, a.contexts.split(","))), 8, 32768
+    batches, contexts, layers, max_len = list(map(int, a.batches.split(","))), list(map(int, a.contexts.split(","))), 8, a.max_len
     if a.smoke:
         shapes, batches, contexts, layers, max_len = [("tiny", 2, 2, 32, 32, True)], [2], [20], 2, 64
     ceiling = measure_read_ceiling(int(4e9) if gpu else int(3.2e7))
@@ -80,23 +83,27 @@ def main(argv=None) -> None:
                 c = build(batch, context, kvh, g, d, rot, 16 if not a.smoke else 4, max_len, layers, qk_norm,
                           batch * 31 + context)
                 ks, vs = c.pop("k"), c.pop("v")
-                fast, slow = step("kernel", d**-0.5), step("ref", d**-0.5)
-                got, want = fast(c, ks, vs), slow(c, ks, vs)
-                out_err = float(jnp.max(jnp.abs(got[0][0].astype(jnp.float32) - want[0][0].astype(jnp.float32))))
-                k_err = float(jnp.max(jnp.abs(got[0][1].astype(jnp.float32) - want[0][1].astype(jnp.float32))))
-                v_same = bool(jnp.array_equal(got[0][2], want[0][2]))
-                t_fast = time_async(functools.partial(fast, c, ks, vs), 10, 5).median_s / layers
+                slow = step("ref", d**-0.5)
+                want = slow(c, ks, vs)
                 t_slow = time_async(functools.partial(slow, c, ks, vs), 10, 5).median_s / layers
-                kv_bytes = 2 * batch * context * kvh * d * 2
-                rows.append((name, batch, context, out_err, k_err, v_same, t_slow * 1e6, t_fast * 1e6,
-                             kv_bytes / t_fast / 1e12))
-                print(rows[-1], flush=True)
+                for splits in split_counts:
+                    fast = step("kernel", d**-0.5, splits)
+                    got = fast(c, ks, vs)
+                    err = lambda i: float(jnp.max(jnp.abs(got[0][i].astype(jnp.float32)  # noqa: E731
+                                                          - want[0][i].astype(jnp.float32))))
+                    v_same = bool(jnp.array_equal(got[0][2], want[0][2]))
+                    t_fast = time_async(functools.partial(fast, c, ks, vs), 10, 5).median_s / layers
+                    kv_bytes = 2 * batch * context * kvh * d * 2
+                    rows.append((name, batch, context, splits or "default", err(0), err(1), v_same, t_slow * 1e6,
+                                 t_fast * 1e6, kv_bytes / t_fast / 1e12))
+                    print(rows[-1], flush=True)
                 del ks, vs
-    print("\n| shape | batch | context | max abs err out | max abs err new K | V rows equal | ref us | kernel us "
-          "| speedup | K/V TB/s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for n, b, ctx, oe, ke, vs_, ts, tf, tbs in rows:
-        print(f"| {n} | {b} | {ctx} | {oe:.2e} | {ke:.2e} | {vs_} | {ts:.1f} | {tf:.1f} | {ts / tf:.1f}x | {tbs:.2f} |")
+    print("\n| shape | batch | context | splits | max abs err out | max abs err new K | V rows equal | ref us "
+          "| kernel us | speedup | K/V TB/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n, b, ctx, sp, oe, ke, vs_, ts, tf, tbs in rows:
+        print(f"| {n} | {b} | {ctx} | {sp} | {oe:.2e} | {ke:.2e} | {vs_} | {ts:.1f} | {tf:.1f} | {ts / tf:.1f}x "
+              f"| {tbs:.2f} |")
 
 
 if __name__ == "__main__":

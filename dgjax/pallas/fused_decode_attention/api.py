@@ -21,6 +21,7 @@ def supported(qkv_shape, rotary_dim: int, page_dtype) -> bool:
 def decode_attention(
     qkv, cos, sin, k_pages, v_pages, block_tables, context_lens, positions, query_lens, slots, *,
     scale: float, eps: float, q_norm=None, k_norm=None, sliding_window: int | None = None, impl: str | None = None,
+    num_splits: int | None = None,
 ):
     """qkv [B, KVH, G+2, D], cos/sin float32 [B, R], positions/slots [B, 1] -> (out [B, H, D], k_pages, v_pages)."""
     chosen = paged.resolve_impl(impl)
@@ -36,5 +37,5 @@ def decode_attention(
     start, end = paged.decode_window(context_lens, positions, query_lens, block_tables.shape[1] * ps, sliding_window)
     return kernel.fused_decode_attention(
         qkv, cos, sin, k_pages, v_pages, block_tables, start, end, slots[:, 0], q_norm, k_norm,
-        scale=scale, eps=eps, interpret=not on_gpu,
+        scale=scale, eps=eps, num_splits=num_splits, interpret=not on_gpu,
     )
