@@ -13,7 +13,7 @@ timeout 120 python3 -m benchmarks.host_overhead --preset qwen3-30b-a3b --quantiz
 timeout 120 python3 -m benchmarks.host_overhead --preset qwen3-30b-a3b >> $OUT/overhead.log 2>&1
 # Attention at one stream spends ~9 µs per layer (kernel + split merge) for ~0.5 µs of KV reads at 1 K context:
 # time the fused decode kernel at the split counts the engine could pick (default at a 2064-token table: 33).
-timeout 150 python3 -m benchmarks.fused_decode_check --batches 1,4 --contexts 1024,8192 --max-len 2064 \
+timeout 150 python3 -m benchmarks.fused_decode_check --batches 1,4 --contexts 1024 --max-len 2064 \
     --splits 0,1,2,4,8,16 > $OUT/splits.log 2>&1
 grep -E "us/call|ms/tick|Error" $OUT/probe.log $OUT/overhead.log | cut -c1-160
 grep -E "^\| (llama|qwen3)" $OUT/splits.log
