@@ -56,7 +56,7 @@ DEFAULT_RULES = ShardingRules(
         ("ffw", TP),
         ("vocab", TP),
         ("layers", None),
-        ("pages", None),
+        ("pages", None),  # KV pools stack layers along pages: sharding it would split layers, not pages
         ("page_slots", None),
         ("experts", None),
         ("moe_ffw", TP),  # each routed expert's hidden units (tensor-parallel experts)
