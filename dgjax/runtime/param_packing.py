@@ -63,8 +63,10 @@ def unpack(packed: PackedParams) -> Any:
 
 
 def taking_packed(step):
-    """`step(params, ...)` as a function of the packed parameters."""
+    """`step(params, ...)` as a function of the packed parameters (named like `step`, so compiled modules,
+    traces and HLO dumps keep names such as jit_decode_tick)."""
     def call(packed: PackedParams, *args, **kwargs):
         return step(unpack(packed), *args, **kwargs)
 
+    call.__name__ = call.__qualname__ = getattr(step, "__name__", None) or getattr(step, "func").__name__
     return call

@@ -54,3 +54,14 @@ def test_steps_take_packed_params_and_compute_the_same():
     x = jnp.arange(32, dtype=jnp.float32)
     got = jax.jit(param_packing.taking_packed(step))(param_packing.pack(params), x)
     np.testing.assert_allclose(float(got), float(step(params, x)), rtol=1e-5)
+
+
+def test_packed_steps_keep_the_step_name_in_compiled_modules():
+    import functools
+
+    def decode_tick(p, x, *, k):
+        return jnp.sum(p.layers[0].input_norm) * x * k
+
+    fn = param_packing.taking_packed(functools.partial(decode_tick, k=2.0))
+    lowered = jax.jit(fn).lower(param_packing.pack(_params(make_mesh(1))), jnp.float32(1.0))
+    assert "jit_decode_tick" in lowered.as_text()
