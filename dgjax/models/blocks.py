@@ -21,6 +21,7 @@ from dgjax.models import ops
 from dgjax.models.ops import matmul
 from dgjax.models.params import ParamSpec, normal_init, ones_init, zeros_init
 from dgjax.pallas.fused_decode_attention import api as fused_decode
+from dgjax.pallas import stacked
 from dgjax.pallas.paged_attention import api as paged
 
 # ---------------------------------------------------------------- RMSNorm
@@ -230,8 +231,8 @@ def attention(
             q, k, v = _project_qkv(p, x)
         if p.q_norm is not None:
             with jax.named_scope("qk_norm"):
-                q = rms_norm(q, p.q_norm, cfg.rms_norm_eps)
-                k = rms_norm(k, p.k_norm, cfg.rms_norm_eps)
+                q = rms_norm(q, stacked.value(p.q_norm), cfg.rms_norm_eps)
+                k = rms_norm(k, stacked.value(p.k_norm), cfg.rms_norm_eps)
         cos, sin = cos_sin
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         with jax.named_scope("write_kv"):

@@ -65,3 +65,18 @@ def test_packed_steps_keep_the_step_name_in_compiled_modules():
     fn = param_packing.taking_packed(functools.partial(decode_tick, k=2.0))
     lowered = jax.jit(fn).lower(param_packing.pack(_params(make_mesh(1))), jnp.float32(1.0))
     assert "jit_decode_tick" in lowered.as_text()
+
+
+def test_qwen3_head_norms_are_packed_and_come_back_as_stacked_rows():
+    from dgjax.pallas.stacked import StackedRow
+
+    cfg = parse_hf_config({"architectures": ["Qwen3ForCausalLM"], "vocab_size": 64, "hidden_size": 32,
+                           "intermediate_size": 48, "num_hidden_layers": 3, "num_attention_heads": 4,
+                           "num_key_value_heads": 2, "head_dim": 16}, {})
+    params = init_params(llama.param_specs(cfg), jax.random.key(1), make_mesh(1), DEFAULT_RULES)
+    packed = param_packing.pack(params)
+    assert len(jax.tree.leaves(packed)) == len(jax.tree.leaves(params)) - 4 * 3 + 4
+    assert packed.params.layers[1].attn.q_norm is None and packed.stacks["attn.k_norm"].shape == (3, 16)
+    layer = param_packing.unpack(packed).layers[2]
+    assert isinstance(layer.attn.q_norm, StackedRow) and layer.attn.q_norm.index == 2
+    np.testing.assert_array_equal(np.asarray(layer.attn.k_norm.value()), np.asarray(params.layers[2].attn.k_norm))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import jax
 
+from dgjax.pallas import stacked
 from dgjax.pallas.fused_decode_attention import kernel, ref
 from dgjax.pallas.paged_attention import api as paged
 
@@ -31,11 +32,16 @@ def decode_attention(
     if not use_kernel:
         return ref.fused_decode_attention(
             qkv, cos, sin, k_pages, v_pages, block_tables, context_lens, positions, query_lens, slots,
-            scale=scale, eps=eps, q_norm=q_norm, k_norm=k_norm, sliding_window=sliding_window,
+            scale=scale, eps=eps, q_norm=stacked.value(q_norm), k_norm=stacked.value(k_norm),
+            sliding_window=sliding_window,
         )
     ps = k_pages.shape[1]
     start, end = paged.decode_window(context_lens, positions, query_lens, block_tables.shape[1] * ps, sliding_window)
+    norm_row = 0
+    if q_norm is not None:  # stacked norms (runtime/param_packing.py) are read in place by their row
+        (q_norm, norm_row), (k_norm, k_row) = stacked.as_stack(q_norm), stacked.as_stack(k_norm)
+        assert k_row == norm_row, (k_row, norm_row)
     return kernel.fused_decode_attention(
         qkv, cos, sin, k_pages, v_pages, block_tables, start, end, slots[:, 0], q_norm, k_norm,
-        scale=scale, eps=eps, num_splits=num_splits, interpret=not on_gpu,
+        scale=scale, eps=eps, num_splits=num_splits, norm_row=norm_row, interpret=not on_gpu,
     )

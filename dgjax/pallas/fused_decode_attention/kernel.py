@@ -62,6 +62,7 @@ def _kernel(
     lo_ref, hi_ref, tables_ref, slots_ref, cos_ref, sin_ref, qkv_ref, k_ref, v_ref, *refs,
     kv_heads: int, group: int, group_pad: int, page_size: int, pages_per_row: int, block_tokens: int,
     num_splits: int, scale_log2: float, normalize: bool, qk_norm: bool, eps: float, segs, head_dim: int,
+    norm_row: int,
 ):
     qn_ref, kn_ref = refs[:2] if qk_norm else (None, None)
     out_refs = refs[2:] if qk_norm else refs
@@ -84,8 +85,8 @@ def _kernel(
         if norm_ref is not None:  # RMSNorm over the whole head, rounded to the model dtype like the model
             ss = sum(jnp.sum(p * p, axis=1, keepdims=True) for p in parts)
             inv = lax.rsqrt(ss / head_dim + eps)
-            parts = [(p * inv * plgpu.load(norm_ref.at[cols(c, w)]).astype(jnp.float32)).astype(dtype)
-                     .astype(jnp.float32) for p, (c, w) in zip(parts, segs)]
+            weight = [plgpu.load(norm_ref.at[one + norm_row, cols(c, w)]).astype(jnp.float32) for c, w in segs]
+            parts = [(p * inv * g).astype(dtype).astype(jnp.float32) for p, g in zip(parts, weight)]
         (c0, w0), (c1, w1) = segs[0], segs[1]
         cos0 = plgpu.load(cos_ref.at[one + b, cols(c0, w0)])
         cos1 = plgpu.load(cos_ref.at[one + b, cols(c1, w1)])
@@ -155,7 +156,8 @@ def _kernel(
 
 @functools.partial(
     jax.jit,
-    static_argnames=("scale", "eps", "block_tokens", "num_splits", "num_warps", "num_stages", "interpret"),
+    static_argnames=("scale", "eps", "block_tokens", "num_splits", "num_warps", "num_stages", "norm_row",
+                     "interpret"),
 )
 def fused_decode_attention(
     qkv: jax.Array,
@@ -176,6 +178,7 @@ def fused_decode_attention(
     num_splits: int | None = None,
     num_warps: int = 4,
     num_stages: int = 2,
+    norm_row: int = 0,
     interpret: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """qkv [B, KVH, G+2, D] -> (out [B, KVH*G, D], k_pages, v_pages with this token's K/V at `slots` [B]).
@@ -183,6 +186,7 @@ def fused_decode_attention(
     Row b attends keys kv_start[b] <= j < kv_end[b]: j < kv_end - 1 from its pages (block_tables [B, P]),
     j = kv_end - 1 (this token) from registers. cos, sin: float32 [B, R] (R = rotary dim, scaling folded in).
     Rows with kv_end <= kv_start (padding) return zeros; every row's K/V is written to its slot.
+    q_norm / k_norm: [D], or [R, D] stacks of which row `norm_row` is used (read in place).
     """
     b, kvh, g2, d = qkv.shape
     g = g2 - 2
@@ -202,7 +206,7 @@ def fused_decode_attention(
     args = [kv_start.astype(jnp.int32), kv_end.astype(jnp.int32), tables, slots.astype(jnp.int32).reshape(b),
             cos.astype(jnp.float32), sin.astype(jnp.float32), rows, k_rows, v_rows]
     if qk_norm:
-        args += [q_norm, k_norm]
+        args += [q_norm.reshape(-1, d), k_norm.reshape(-1, d)]
     in_specs = [whole(a.shape) for a in args]
 
     normalize = splits == 1
@@ -213,7 +217,7 @@ def fused_decode_attention(
     kernel = functools.partial(
         _kernel, kv_heads=kvh, group=g, group_pad=gp, page_size=ps, pages_per_row=p, block_tokens=bk,
         num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, qk_norm=qk_norm, eps=eps,
-        segs=segs, head_dim=d,
+        segs=segs, head_dim=d, norm_row=norm_row,
     )
     outs = pl.pallas_call(
         kernel,
