@@ -71,7 +71,7 @@ class Engine:
         self._lock = threading.Lock()
         self._rng = np.random.default_rng(self.config.seed)
         self._inflight: list[_Inflight] = []
-        self._st_cache: tuple[tuple, object] | None = None
+        self._st_cache: tuple[int, tuple, object] | None = None  # (width, sequences, device tensors)
         self._layout_cache: tuple[tuple, tuple] | None = None  # (host arrays, their device copies)
         self.compile_summary: dict[str, int] = {}
         self.cache_dir = compile_cache.enable(self.config.compilation_cache_dir)
@@ -251,14 +251,18 @@ class Engine:
         return bitmask
 
     def _sampling(self, seqs: list[Sequence], width: int):
-        key = (width,) + tuple(id(s) for s in seqs)
-        if self._st_cache is not None and self._st_cache[0] == key:
-            return self._st_cache[1]
+        """The rows' sampling tensors on the device, reused while the tick has the very same sequences. The
+        cache holds the sequences themselves: keyed by id() alone, a freed sequence's address could come
+        back as a new sequence and hand it the old one's temperature and seed."""
+        cached = self._st_cache
+        if cached is not None and cached[0] == width and len(cached[1]) == len(seqs) \
+                and all(a is b for a, b in zip(cached[1], seqs)):
+            return cached[2]
         host = sampler.build_sampling_tensors(
             [s.req.params for s in seqs], width, MAX_LOGIT_BIAS, [s.seed for s in seqs]
         )
         dev = jax.tree.map(self._loaded.executor.put, host)
-        self._st_cache = (key, dev)
+        self._st_cache = (width, tuple(seqs), dev)
         return dev
 
     def _dispatch_prefill(self, work: PrefillWork) -> _Inflight:
