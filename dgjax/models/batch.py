@@ -50,12 +50,12 @@ class KVCache:
 
     @property
     def page_size(self) -> int:
-        return _values(self.k[0]).shape[1]
+        return self.k[0].shape[1]
 
     @property
     def num_pages(self) -> int:
         """Pages per layer (the page pool's size)."""
-        return _values(self.k[0]).shape[0] // self.layers_per_pool
+        return self.k[0].shape[0] // self.layers_per_pool
 
     def pool_of(self, layer: int) -> int:
         return layer // self.layers_per_pool
@@ -67,10 +67,6 @@ class KVCache:
     def layer_slots(self, slots: jax.Array, layer: int) -> jax.Array:
         """Flat per-layer cache slots -> flat slots of `layer` in its pool."""
         return slots + (layer % self.layers_per_pool) * self.num_pages * self.page_size
-
-
-def _values(pages):
-    return pages.values if isinstance(pages, QuantizedPages) else pages
 
 
 MAX_POOL_ELEMENTS = 2**31 - 1  # int32 element offsets inside the attention kernels
