@@ -20,8 +20,8 @@ from dgjax.models.batch import ForwardBatch
 from dgjax.models import ops
 from dgjax.models.ops import matmul
 from dgjax.models.params import ParamSpec, normal_init, ones_init, zeros_init
-from dgjax.pallas.fused_decode_attention import api as fused_decode
 from dgjax.pallas import stacked
+from dgjax.pallas.fused_decode_attention import api as fused_decode
 from dgjax.pallas.paged_attention import api as paged
 
 # ---------------------------------------------------------------- RMSNorm
