@@ -1,8 +1,8 @@
 """Decode and prefill measured through the real engine: scheduler, executor, sampler, output callbacks.
 
 Requests go through `Engine.submit` exactly as the server's do; the only instrumentation is a wrapper
-around the executor's `decode` that records when each tick is dispatched and keeps the arguments of
-the latest full-width tick (dispatch intervals are a cross-check of the callback timings). Device time
+around the engine's decode dispatch that records when each tick starts and with how many rows (dispatch
+intervals are a cross-check of the callback timings). Device time
 per tick comes from a profiler trace instead (benchmarks/device_trace.py).
 """
 
@@ -95,25 +95,29 @@ def executor_of(engine: Engine):
 
 
 class DecodeRecorder:
-    """Wraps `executor.decode`: dispatch times, and the arguments of the latest tick with `full` rows."""
+    """Wraps the engine's decode dispatch: the time and row count of every decode tick it starts.
 
-    def __init__(self, executor) -> None:
-        self.executor = executor
-        self.original = executor.decode
+    It counts the rows from the engine's row list, never from the tick's arguments: those are device arrays
+    (the engine keeps them on the device between ticks), and reading one back, as this recorder once did
+    with `active`, is a device-to-host copy per tick that the engine itself never makes."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.executor = executor_of(engine)
+        self.original = engine._dispatch_decode
         self.dispatches: list[tuple[float, int]] = []  # (time, active rows)
-        self.full = 0
-        self.full_tick: tuple | None = None
-        executor.decode = self
+        engine._dispatch_decode = self
 
-    def __call__(self, slot_ids, block_tables, active, st, want_top):
-        rows = int(np.count_nonzero(active))
-        self.dispatches.append((time.perf_counter(), rows))
-        if rows == self.full:
-            self.full_tick = (slot_ids.copy(), block_tables.copy(), active.copy(), st)
-        return self.original(slot_ids, block_tables, active, st, want_top)
+    def __call__(self, rows):
+        self.dispatches.append((time.perf_counter(), len(rows)))
+        return self.original(rows)
 
-    def expect(self, rows: int) -> None:
-        self.full, self.full_tick, self.dispatches = rows, None, []
+    def detach(self) -> None:
+        """Undo the wrap (the wrapper would otherwise keep the engine in a reference cycle)."""
+        del self.engine._dispatch_decode
+
+    def reset(self) -> None:
+        self.dispatches = []
 
     def tick_ms(self, start: float, end: float, rows: int) -> float | None:
         """Median interval between consecutive dispatches of `rows`-row ticks inside [start, end]."""
@@ -131,7 +135,7 @@ class BenchEngine:
         self.engine.start(progress=log)
         self.startup_s = time.perf_counter() - t0
         self.compile_summary = dict(self.engine.compile_summary)
-        self.recorder = DecodeRecorder(executor_of(self.engine))
+        self.recorder = DecodeRecorder(self.engine)
         self.config = config
         self.max_model_len = self.engine.max_model_len
         self.vocab = self.engine.model_config.vocab_size
@@ -141,7 +145,7 @@ class BenchEngine:
         """Stop the engine and drop every reference to its device arrays (the recorder's wrapper
         would otherwise keep the executor in a reference cycle until the next garbage collection)."""
         self.engine.shutdown()
-        del self.recorder.executor.decode
+        self.recorder.detach()
         self.recorder = None
         self.engine = None
 
@@ -180,7 +184,7 @@ class BenchEngine:
     def decode(self, rng: np.random.Generator, context: int, concurrency: int, max_tokens: int,
                timeout_s: float) -> tuple[SteadyWindow, list[StreamTrace], float | None]:
         """Run `concurrency` streams with `context`-token prompts; the steady window and dispatch tick."""
-        self.recorder.expect(concurrency)
+        self.recorder.reset()
         traces = [self._submit(p, max_tokens) for p in self.prompts(rng, concurrency, context)]
         self._wait(traces, max_tokens, timeout_s)
         window = steady_window(traces, context)

@@ -84,3 +84,34 @@ def test_padding_tokens_write_only_into_the_trash_page():
     assert {tuple(x) for x in changed if x[0] != 0} == real
     pad_slots = slots[qlen[:, None] <= np.arange(7)]
     assert (pad_slots // PAGE == 0).all()
+
+
+def test_bf16_pages_are_moved_as_bits_not_converted_whole():
+    """bf16 pages: the same results as float32 pages holding the same (bf16-rounded) values, and the compiled
+    step converts no page-pool-sized array (XLA's CPU backend computes bf16 gathers and scatters in float32
+    by converting the whole pool, which a pool shared by many layers pays at every layer)."""
+    import re
+
+    import jax
+
+    rng = np.random.default_rng(3)
+    q, k, v, k_pages, v_pages, new_k, new_v, tables, ctx, positions, qlen = _scenario(rng, 1)
+    bf = lambda x: jnp.asarray(x, jnp.bfloat16)  # noqa: E731
+    args = (jnp.asarray(positions), jnp.asarray(qlen), jnp.asarray(tables), jnp.asarray(ctx))
+
+    def step(q, kp, vp, nk, nv, positions, qlen, tables, ctx):
+        slots = kv_slots(positions, qlen, tables, PAGE)
+        kp, vp = write_kv(kp, vp, nk, nv, slots)
+        return paged_attention(q, kp, vp, tables, ctx, positions, qlen, scale=D**-0.5), kp
+
+    pages16 = [bf(x) for x in (q, k_pages, v_pages, new_k, new_v)]
+    out16, kp16 = jax.jit(step)(*pages16, *args[:3], args[3])
+    out32, kp32 = jax.jit(step)(*[x.astype(jnp.float32) for x in pages16], *args[:3], args[3])
+    np.testing.assert_array_equal(np.asarray(kp16, np.float32), np.asarray(kp32))
+    np.testing.assert_allclose(np.asarray(out16, np.float32), np.asarray(out32), atol=2e-2, rtol=0)
+
+    hlo = jax.jit(step).lower(*pages16, *args[:3], args[3]).compile().as_text()
+    pool = ",".join(map(str, k_pages.shape))
+    assert f"bf16[{pool}]" in hlo  # the pattern below would see the pool's shape
+    converted = [line for line in hlo.splitlines() if re.search(r"= f32\[" + pool + r"\]", line)]
+    assert not converted, converted[:2]
