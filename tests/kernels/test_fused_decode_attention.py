@@ -143,3 +143,28 @@ def test_kernel_lowers_with_stacked_norms(verified_triton_lowering):
 
     jax.jit(run).trace(*args).lower(lowering_platforms=("cuda",))
     assert verified_triton_lowering == [True]
+
+
+def test_layers_reading_different_norm_rows_share_one_kernel():
+    """The norm row is a kernel argument: two layers' calls lower to the very same Triton kernel (as a
+    compile-time constant it made every layer's kernel distinct, and XLA compiled each one)."""
+    import re
+
+    b, kvh, g, d, pages, ps, width, layers = 2, 8, 4, 128, 64, 16, 32, 48
+    spec = jax.ShapeDtypeStruct
+    args = [spec((b, kvh, g + 2, d), jnp.bfloat16), spec((b, d), jnp.float32), spec((b, d), jnp.float32),
+            spec((pages, ps, kvh, d), jnp.bfloat16), spec((pages, ps, kvh, d), jnp.bfloat16),
+            spec((b, width), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32),
+            spec((layers, d), jnp.bfloat16), spec((layers, d), jnp.bfloat16)]
+
+    def two_layers(qkv, cos, sin, kp, vp, *rest):
+        outs = []
+        for row in (3, 47):
+            o, kp, vp = kernel.fused_decode_attention(qkv, cos, sin, kp, vp, *rest, scale=d**-0.5, num_splits=1,
+                                                      norm_row=row)
+            outs.append(o)
+        return outs, kp, vp
+
+    text = jax.jit(two_layers).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+    kernels = set(re.findall(r'custom_call @__gpu\$xla\.gpu\.triton\(.*? ir = "(.*?)", ', text))
+    assert len(kernels) == 1, len(kernels)  # a constant row gave two (3 and 47 baked in)

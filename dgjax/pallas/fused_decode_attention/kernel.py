@@ -62,10 +62,9 @@ def _kernel(
     lo_ref, hi_ref, tables_ref, slots_ref, cos_ref, sin_ref, qkv_ref, k_ref, v_ref, *refs,
     kv_heads: int, group: int, group_pad: int, page_size: int, pages_per_row: int, block_tokens: int,
     num_splits: int, scale_log2: float, normalize: bool, qk_norm: bool, eps: float, segs, head_dim: int,
-    norm_row: int,
 ):
-    qn_ref, kn_ref = refs[:2] if qk_norm else (None, None)
-    out_refs = refs[2:] if qk_norm else refs
+    qn_ref, kn_ref, row_ref = refs[:3] if qk_norm else (None, None, None)
+    out_refs = refs[3:] if qk_norm else refs
     k_out_ref, v_out_ref = out_refs[-2:]
     b, h, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
     dtype = qkv_ref.dtype
@@ -85,7 +84,8 @@ def _kernel(
         if norm_ref is not None:  # RMSNorm over the whole head, rounded to the model dtype like the model
             ss = sum(jnp.sum(p * p, axis=1, keepdims=True) for p in parts)
             inv = lax.rsqrt(ss / head_dim + eps)
-            weight = [plgpu.load(norm_ref.at[one + norm_row, cols(c, w)]).astype(jnp.float32) for c, w in segs]
+            row = one + row_ref[0]  # the norm stacks' row: a runtime value, so every layer shares one kernel
+            weight = [plgpu.load(norm_ref.at[row, cols(c, w)]).astype(jnp.float32) for c, w in segs]
             parts = [(p * inv * g).astype(dtype).astype(jnp.float32) for p, g in zip(parts, weight)]
         (c0, w0), (c1, w1) = segs[0], segs[1]
         cos0 = plgpu.load(cos_ref.at[one + b, cols(c0, w0)])
@@ -156,8 +156,7 @@ def _kernel(
 
 @functools.partial(
     jax.jit,
-    static_argnames=("scale", "eps", "block_tokens", "num_splits", "num_warps", "num_stages", "norm_row",
-                     "interpret"),
+    static_argnames=("scale", "eps", "block_tokens", "num_splits", "num_warps", "num_stages", "interpret"),
 )
 def fused_decode_attention(
     qkv: jax.Array,
@@ -178,7 +177,7 @@ def fused_decode_attention(
     num_splits: int | None = None,
     num_warps: int = 4,
     num_stages: int = 2,
-    norm_row: int = 0,
+    norm_row: jax.Array | int = 0,
     interpret: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """qkv [B, KVH, G+2, D] -> (out [B, KVH*G, D], k_pages, v_pages with this token's K/V at `slots` [B]).
@@ -186,7 +185,9 @@ def fused_decode_attention(
     Row b attends keys kv_start[b] <= j < kv_end[b]: j < kv_end - 1 from its pages (block_tables [B, P]),
     j = kv_end - 1 (this token) from registers. cos, sin: float32 [B, R] (R = rotary dim, scaling folded in).
     Rows with kv_end <= kv_start (padding) return zeros; every row's K/V is written to its slot.
-    q_norm / k_norm: [D], or [R, D] stacks of which row `norm_row` is used (read in place).
+    q_norm / k_norm: [D], or [R, D] stacks of which row `norm_row` is used (read in place). The row is a
+    kernel argument, not a compile-time constant: as a constant it made each layer's kernel distinct, and the
+    48 q/k-normed layers of qwen3-30b-a3b doubled its decode compile time on the H200 (8.2 -> 16.8 s, s7d).
     """
     b, kvh, g2, d = qkv.shape
     g = g2 - 2
@@ -206,7 +207,7 @@ def fused_decode_attention(
     args = [kv_start.astype(jnp.int32), kv_end.astype(jnp.int32), tables, slots.astype(jnp.int32).reshape(b),
             cos.astype(jnp.float32), sin.astype(jnp.float32), rows, k_rows, v_rows]
     if qk_norm:
-        args += [q_norm.reshape(-1, d), k_norm.reshape(-1, d)]
+        args += [q_norm.reshape(-1, d), k_norm.reshape(-1, d), jnp.asarray(norm_row, jnp.int32).reshape(1)]
     in_specs = [whole(a.shape) for a in args]
 
     normalize = splits == 1
@@ -217,7 +218,7 @@ def fused_decode_attention(
     kernel = functools.partial(
         _kernel, kv_heads=kvh, group=g, group_pad=gp, page_size=ps, pages_per_row=p, block_tokens=bk,
         num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, qk_norm=qk_norm, eps=eps,
-        segs=segs, head_dim=d, norm_row=norm_row,
+        segs=segs, head_dim=d,
     )
     outs = pl.pallas_call(
         kernel,
