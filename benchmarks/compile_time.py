@@ -4,9 +4,9 @@ Why: after session 6 packed the per-layer norm vectors (dgjax/runtime/param_pack
 engine took 83-96 s to load and compile on the H200 instead of 45-53 s, almost all of it in the prefill
 executable, while glm-4.5-air (no q/k head norms) and llama-3.1-8b did not change. This times the compiles
 with the packing as shipped, without the q/k head-norm stacks, and without any packing, each in a fresh
-process (no persistent compilation cache). Prints one line per variant:
+process with an empty compilation cache of its own. Prints one line per variant:
 
-    variant  executable seconds ...  total
+    variant  executable seconds ...  total      (executable*: loaded from the compilation cache)
 
     python3 -m benchmarks.compile_time --preset qwen3-30b-a3b [--variants packed,no-attn,none] [--tiny]
 """
@@ -39,16 +39,17 @@ def run_variant(preset: str, variant: str, quantize: str | None, tiny: bool, chu
 
     class Grab(logging.Handler):
         def emit(self, record):
-            m = re.match(r"(.+): (?:compiled|loaded from cache) in ([\d.]+)s", record.getMessage())
-            if m:
-                times.append((m.group(1), float(m.group(2))))
+            m = re.match(r"(.+): (compiled|loaded from cache) in ([\d.]+)s", record.getMessage())
+            if m:  # '*': loaded from the persistent compilation cache, not compiled
+                times.append((m.group(1) + ("*" if m.group(2) != "compiled" else ""), float(m.group(3))))
 
     logging.getLogger("dgjax.executor").addHandler(Grab())
     logging.getLogger("dgjax.executor").setLevel(logging.INFO)
     model_dir = tiny_preset_dir(preset) if tiny else write_model_dir(preset, tempfile.mkdtemp(prefix="dgjax-ct-"))
     cfg = EngineConfig(dtype="bfloat16", load_format="dummy", max_model_len=chunk + 16, max_concurrency=2,
                        decode_buckets=(1,), prefill_buckets=(chunk,), enable_prefix_cache=False,
-                       aot_logprob_variants=False, aot_structured_variants=False, quantize=quantize)
+                       aot_logprob_variants=False, aot_structured_variants=False, quantize=quantize,
+                       compilation_cache_dir=tempfile.mkdtemp(prefix="dgjax-ct-cache-"))
     be = BenchEngine(model_dir, cfg, lambda s: None)
     be.close()
     cells = "  ".join(f"{name} {s:6.2f}" for name, s in times)
