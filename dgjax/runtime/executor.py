@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dgjax.runtime import compile_cache, param_packing, sampler, steps
+from dgjax.runtime import compile_cache, flat_call, param_packing, sampler, steps
 from dgjax.runtime.device_state import DeviceState
 from dgjax.runtime.types import MAX_TOP_LOGPROBS
 
@@ -137,7 +137,7 @@ class Executor:
             self._arg((width,), jnp.bool_),
             self._sampling_abstract(width),
         )
-        return self._compile(f"decode[B={width},top={num_top}]", fn, args, (1,))
+        return flat_call.bind(self._compile(f"decode[B={width},top={num_top}]", fn, args, (1,)), self.call_params)
 
     def _compile_decode_forward(self, p_abs, s_abs, width: int):
         fn = param_packing.taking_packed(steps.bind(steps.decode_forward, family=self.family, cfg=self.cfg))
@@ -147,7 +147,7 @@ class Executor:
             self._arg((width, self.max_pages_per_seq), jnp.int32),
             self._arg((width,), jnp.bool_),
         )
-        return self._compile(f"decode_forward[B={width}]", fn, args, (1,))
+        return flat_call.bind(self._compile(f"decode_forward[B={width}]", fn, args, (1,)), self.call_params)
 
     def _compile_decode_sample(self, s_abs, width: int, num_top: int):
         fn = steps.bind(steps.decode_sample, num_top=num_top)
