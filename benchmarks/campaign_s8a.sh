@@ -17,9 +17,9 @@ run() { name=$1; t=$2; shift 2; left=$((END - SECONDS)); [ $left -lt 60 ] && { e
         echo "== $name ($SECONDS s)"; grep -E "^\| 1024|Error" $OUT/$name/*.md $OUT/$name.log | head -3 | cut -d'|' -f2-9,12-16; }
 run qwen3_fp8 130 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1
 DGJAX_FLAT_CALL=0 run qwen3_fp8_noflat 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1
-run llama 110 --preset llama-3.1-8b --concurrency 1,4,16
-XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 run glm 130 --preset glm-4.5-air --quantize fp8 --concurrency 1
 # What each of a layer's ~14 launches covers, on the GPU's own fusion decisions (full HLO in hlo/decode.hlo.txt).
 [ $((END - SECONDS)) -gt 50 ] && timeout $((END - SECONDS)) python3 -m benchmarks.dump_decode_hlo --preset qwen3-30b-a3b \
     --quantize fp8 --out $OUT/hlo > $OUT/layer_launches.txt 2>&1; head -40 $OUT/layer_launches.txt | cut -c1-150
+run llama 110 --preset llama-3.1-8b --concurrency 1,4,16
+XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 run glm 130 --preset glm-4.5-air --quantize fp8 --concurrency 1
 (cd $OUT && tar czf runs.tgz */ && rm -rf */)
