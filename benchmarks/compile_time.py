@@ -34,7 +34,7 @@ def run_variant(preset: str, variant: str, quantize: str | None, tiny: bool, chu
     if variant in ("no-attn", "none"):
         param_packing.PACKED_ATTN_FIELDS = ()
     if variant == "none":
-        param_packing.PACKED_FIELDS = ()
+        param_packing.PACKED_FIELDS = param_packing.ROW_FIELDS = ()
     times: list[tuple[str, float]] = []
 
     class Grab(logging.Handler):

@@ -17,11 +17,11 @@ from flax import struct
 
 from dgjax.config import ModelConfig, RopeScaling
 from dgjax.models.batch import ForwardBatch
-from dgjax.models import ops
 from dgjax.models.ops import matmul
 from dgjax.models.params import ParamSpec, normal_init, ones_init, zeros_init
 from dgjax.pallas import stacked
 from dgjax.pallas.fused_decode_attention import api as fused_decode
+from dgjax.pallas.gemv import ref as gemv_ref
 from dgjax.pallas.paged_attention import api as paged
 
 # ---------------------------------------------------------------- RMSNorm
@@ -31,10 +31,10 @@ def norm_spec(dim: int, dtype: Any) -> ParamSpec:
     return ParamSpec((dim,), dtype, (None,), ones_init)
 
 
-def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
-    """RMSNorm over the last axis, computed in float32, returned in x's dtype."""
+def rms_norm(x: jax.Array, weight: Any, eps: float) -> jax.Array:
+    """RMSNorm over the last axis, computed in float32, returned in x's dtype (`weight` may be a StackedRow)."""
     with jax.named_scope("rms_norm"):
-        return ops.rms_norm(x, weight, eps)
+        return gemv_ref.rms_norm(x, stacked.value(weight), eps)
 
 
 # ---------------------------------------------------------------- rotary embeddings

@@ -14,8 +14,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from dgjax.pallas import gemv
-from dgjax.pallas.gemv.ref import rms_norm
+from dgjax.pallas import gemv, stacked
 from dgjax.pallas.quant_gemv import quant_matmul
 from dgjax.quant import is_quantized
 
@@ -36,16 +35,14 @@ def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None, nor
     """
     if norm is not None and contract != 1:
         raise ValueError("matmul fuses a norm only over one contracted dim")
-    if is_quantized(w):
-        if norm is not None:
-            x = rms_norm(x, norm, eps)
-        return quant_matmul(x, w, contract=contract, out_dtype=out_dtype)  # kernel for decode rows on GPU
+    if is_quantized(w):  # the kernel for decode rows on GPU, with the norm in its prologue
+        return quant_matmul(x, w, contract=contract, out_dtype=out_dtype, norm=norm, eps=eps)
     in_shape, out_shape = w.shape[:contract], w.shape[contract:]
     lead = x.shape[: x.ndim - contract]
     k = math.prod(in_shape)
     x2 = x.reshape((math.prod(lead), k))
     w2 = w.astype(x.dtype).reshape((k, math.prod(out_shape)))
-    out = gemv.gemv(x2, w2, norm, eps=eps)  # the kernel where asked for, else rms_norm then XLA's dot
+    out = gemv.gemv(x2, w2, stacked.value(norm), eps=eps)  # the kernel where asked for, else rms_norm then XLA's dot
     return out.astype(out_dtype or x.dtype).reshape(lead + out_shape)
 
 

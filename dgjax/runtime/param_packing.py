@@ -1,12 +1,16 @@
-"""The parameters as the step executables take them: every layer's norm vectors packed into one array per kind.
+"""The parameters as the decode executables take them: every layer's norm vectors packed into one array per kind.
 
 Why: each array passed to an executable costs the host ~1.4 µs per call on the H200
 (benchmarks/results/2026-12-01-s6d-host-cost.md), and a decode tick is one call. The per-layer RMSNorm weights
-(`input_norm`, `post_attention_norm`: 2 per layer, 96 arrays for a 48-layer model) only feed XLA's own norm
-fusions, where slicing layer i out of a stacked [layers, hidden] array fuses into the norm for free. Qwen3's
-q/k head norms (`attn.q_norm`, `attn.k_norm`) are stacked too and reach the model as `StackedRow`s: the fused
-decode attention kernel reads its row in place, XLA code slices it. Weights that other Pallas kernels read
-(projections, experts) stay separate: XLA would copy a slice handed to a custom call.
+(`input_norm`, `post_attention_norm`: 2 per layer, 96 arrays for a 48-layer model; Qwen3's q/k head norms
+`attn.q_norm`, `attn.k_norm`: 2 more) are stacked into [layers, ...] arrays.
+- `post_attention_norm` only feeds XLA's own norm fusions: layer i gets the slice, which fuses for free.
+- `input_norm` and the q/k head norms reach the model as `StackedRow`s: the Pallas kernels that apply them
+  (the quantized GEMV's fused norm, the fused decode attention) read their row in place, with the row as a
+  kernel argument so all layers share one compiled kernel; XLA code slices them. A slice handed to a Pallas
+  call would be a copy kernel (benchmarks/results/2026-12-01-session7-summary.md).
+Weights that Pallas kernels stream (projections, experts) stay separate. Prefill executables take the
+unpacked parameters: per-layer slices make each layer's fusions distinct, which XLA compiles one by one.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from dgjax.pallas.stacked import StackedRow
 
-PACKED_FIELDS = ("input_norm", "post_attention_norm")  # layer fields, unpacked as slices
+PACKED_FIELDS = ("post_attention_norm",)  # layer fields, unpacked as slices
+ROW_FIELDS = ("input_norm",)  # layer fields, unpacked as StackedRows
 PACKED_ATTN_FIELDS = ("q_norm", "k_norm")  # layer.attn fields, unpacked as StackedRows
 
 
@@ -53,7 +58,7 @@ def pack(params: Any) -> PackedParams:
     if not layers:
         return PackedParams(params, {})
     stacks = {}
-    for name in PACKED_FIELDS:
+    for name in PACKED_FIELDS + ROW_FIELDS:
         stack = _stack([getattr(layer, name, None) for layer in layers])
         if stack is not None:
             stacks[name] = stack
@@ -77,12 +82,12 @@ def _with_fields(layer: Any, values: dict[str, Any]) -> Any:
 
 
 def unpack(packed: PackedParams) -> Any:
-    """The model's parameters again (inside a traced step: layer vectors become slices of the stacks, attn
-    vectors StackedRows of theirs)."""
+    """The model's parameters again (inside a traced step): PACKED_FIELDS become slices of their stacks, the
+    other packed vectors StackedRows of theirs."""
     if not packed.stacks:
         return packed.params
     layers = tuple(
-        _with_fields(layer, {n: StackedRow(s, i) if n.startswith("attn.") else s[i] for n, s in packed.stacks.items()})
+        _with_fields(layer, {n: s[i] if n in PACKED_FIELDS else StackedRow(s, i) for n, s in packed.stacks.items()})
         for i, layer in enumerate(packed.params.layers))
     return packed.params.replace(layers=layers)
 

@@ -273,3 +273,61 @@ def test_fp8_dot_mode_is_validated(set_fp8_dot):
     set_fp8_dot("e5m2")
     with pytest.raises(ValueError, match="DGJAX_FP8_DOT"):
         kernel.quant_gemv(jnp.zeros((1, K), jnp.bfloat16), node, interpret=True)
+
+
+# ---------------------------------------------------------------- the fused input RMSNorm
+
+
+@pytest.mark.parametrize("rows,dtype,fmt,launch", [
+    (1, jnp.bfloat16, "fp8", None),  # split K: every split computes the whole rows' scale
+    (3, jnp.float32, "fp8", L(32, 64)),
+    (16, jnp.bfloat16, "nvfp4", None),  # packed: even and odd columns take their own norm entries
+    (3, jnp.float32, "int4", L(32, 32, 2, unroll=3)),
+])
+def test_fused_norm_matches_norm_then_reference(rows, dtype, fmt, launch):
+    """The kernel with a [layers, K] norm stack and a row: rms_norm(x, stack[row]) . w, the reference's."""
+    rng = np.random.default_rng(rows + len(fmt))
+    node, _ = _encode(fmt, _rows(rng))
+    x = jnp.asarray(3 * rng.standard_normal((rows, K)), dtype)
+    stack = jnp.asarray(1 + 0.5 * rng.standard_normal((4, K)), dtype)
+    got = kernel.quant_gemv(x, node, stack, 2, launch=launch, eps=1e-5, interpret=True)
+    _check(got, ref.quant_gemv(x, node, stack[2], eps=1e-5), dtype)
+    other = kernel.quant_gemv(x, node, stack, 1, launch=launch, eps=1e-5, interpret=True)
+    assert not np.allclose(np.asarray(other, np.float32), np.asarray(got, np.float32), atol=1e-2)  # the row matters
+
+
+def test_api_takes_stacked_rows_on_both_paths(monkeypatch):
+    """quant_matmul(norm=StackedRow) reads the row in place in the kernel and slices it for the reference."""
+    from dgjax.pallas.stacked import StackedRow
+
+    rng = np.random.default_rng(9)
+    node, _ = _encode("fp8", _rows(rng))
+    x = jnp.asarray(rng.standard_normal((2, K)), jnp.float32)
+    stack = jnp.asarray(1 + 0.5 * rng.standard_normal((3, K)), jnp.float32)
+    want = ref.quant_gemv(x, node, stack[1])
+    monkeypatch.setenv(api.ENV_VAR, "kernel")
+    via_kernel = api.quant_matmul(x, node, norm=StackedRow(stack, 1))
+    monkeypatch.setenv(api.ENV_VAR, "ref")
+    via_ref = api.quant_matmul(x, node, norm=StackedRow(stack, 1))
+    _check(via_kernel, want, jnp.float32)
+    np.testing.assert_array_equal(np.asarray(via_ref), np.asarray(want))
+    with pytest.raises(ValueError, match="norm"):
+        api.quant_matmul(x.reshape(2, 16, 16), node.replace(shape=(16, 16, N), in_dims=2), contract=2, norm=stack[0])
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
+def test_fused_norm_lowers_to_one_kernel_for_every_row(fmt, verified_triton_lowering):
+    """Two layers' rows give valid Triton modules and the very same kernel (the row is an argument)."""
+    import re
+
+    node = _abstract_node(fmt, 2048, 5120)
+    x = jax.ShapeDtypeStruct((1, 2048), jnp.bfloat16)
+    stack = jax.ShapeDtypeStruct((48, 2048), jnp.bfloat16)
+
+    def two_layers(a, w, s):
+        return [kernel.quant_gemv(a, w, s, row) for row in (3, 47)]
+
+    text = jax.jit(two_layers).trace(x, node, stack).lower(lowering_platforms=("cuda",)).as_text()
+    assert verified_triton_lowering and all(verified_triton_lowering)
+    assert len(set(re.findall(r'custom_call @__gpu\$xla\.gpu\.triton\(.*? ir = "(.*?)", ', text))) == 1
+    assert "quant_gemv_" + fmt + "_rmsnorm" in text

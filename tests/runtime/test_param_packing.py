@@ -33,7 +33,14 @@ def test_pack_removes_two_arrays_per_layer_and_unpack_restores_every_parameter()
     n = CFG.num_hidden_layers
     assert len(jax.tree.leaves(packed)) == len(jax.tree.leaves(params)) - 2 * n + 2
     assert packed.stacks["input_norm"].shape == (n, 32)
-    restored = jax.jit(param_packing.unpack)(packed)
+    from dgjax.pallas import stacked
+
+    def values(p):  # StackedRows (input_norm) resolved to their rows
+        return jax.tree.map(stacked.value, param_packing.unpack(p), is_leaf=lambda x: isinstance(x, stacked.StackedRow))
+
+    unpacked = param_packing.unpack(packed)
+    assert isinstance(unpacked.layers[1].input_norm, stacked.StackedRow) and unpacked.layers[1].input_norm.index == 1
+    restored = jax.jit(values)(packed)
     assert jax.tree.structure(restored) == jax.tree.structure(params)
     for got, want in zip(jax.tree.leaves(restored), jax.tree.leaves(params)):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
@@ -50,7 +57,10 @@ def test_stacks_keep_the_vectors_sharding_with_a_leading_layer_axis():
 
 def test_steps_take_packed_params_and_compute_the_same():
     params = _params(make_mesh(1))
-    step = lambda p, x: sum(jnp.sum(layer.input_norm * x) + jnp.sum(layer.post_attention_norm) for layer in p.layers)  # noqa: E731
+    from dgjax.pallas.stacked import value
+
+    step = lambda p, x: sum(jnp.sum(value(layer.input_norm) * x) + jnp.sum(layer.post_attention_norm)  # noqa: E731
+                            for layer in p.layers)
     x = jnp.arange(32, dtype=jnp.float32)
     got = jax.jit(param_packing.taking_packed(step))(param_packing.pack(params), x)
     np.testing.assert_allclose(float(got), float(step(params, x)), rtol=1e-5)
@@ -60,7 +70,7 @@ def test_packed_steps_keep_the_step_name_in_compiled_modules():
     import functools
 
     def decode_tick(p, x, *, k):
-        return jnp.sum(p.layers[0].input_norm) * x * k
+        return jnp.sum(p.layers[0].post_attention_norm) * x * k
 
     fn = param_packing.taking_packed(functools.partial(decode_tick, k=2.0))
     lowered = jax.jit(fn).lower(param_packing.pack(_params(make_mesh(1))), jnp.float32(1.0))

@@ -144,22 +144,48 @@ def k_loop(step, carry, k_steps: int, base, block_k: int, unroll: int, live=None
     return carry
 
 
-def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand) -> tuple:
+def rms_scales(x_ref, tokens: int, k: int, bk: int, eps: float):
+    """rsqrt(mean(x * x) + eps) of each x row over all `k` inputs, float32 [16, 1] (padding rows: rsqrt(eps)),
+    for `x_tiles`' fused RMSNorm. x is a few rows, so every program re-reads it (from L2) for this."""
+    r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
+    c = lax.broadcasted_iota(jnp.int32, (1, bk), 1)
+    ok = jnp.broadcast_to(r < tokens, (MIN_DOT, bk))
+    r = jnp.minimum(r, tokens - 1)
+
+    def body(i, acc):
+        xf = plgpu.load(x_ref.at[r, i * bk + c], mask=ok, other=0).astype(jnp.float32)
+        return acc + jnp.sum(xf * xf, axis=1, keepdims=True)
+
+    total = lax.fori_loop(0, k // bk, body, jnp.zeros((MIN_DOT, 1), jnp.float32))
+    return lax.rsqrt(total / k + eps)
+
+
+def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None) -> tuple:
     """x rows (padded to 16 by masked loads) for inputs k0:k0+bk: one [16, bk] tile, or for packed
     weights the even and odd columns as two [16, bk/2] tiles, or for fp8 under the float16 dot the tile
     as `f16_rows` returns it (rows in f16, their scales): made once per K step, whatever number of weight
-    tiles (gate and up) the step multiplies it with."""
+    tiles (gate and up) the step multiplies it with.
+
+    `norm` (norm_ref [R, K], row [1, 1] int32, scales from `rms_scales`): the rows are RMS-normalized first,
+    x * scale * norm_ref[row] in float32 rounded to x's dtype, as the model's rms_norm computes them."""
     cols = bk // 2 if op.packed else bk
     r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
     c = lax.broadcasted_iota(jnp.int32, (1, cols), 1)
     ok = jnp.broadcast_to(r < tokens, (MIN_DOT, cols))
     r = jnp.minimum(r, tokens - 1)  # padding rows read the last real row, masked off
+
+    def load(idx):
+        tile = plgpu.load(x_ref.at[r, idx], mask=ok, other=0)
+        if norm is None:
+            return tile
+        norm_ref, row, scale = norm
+        g = plgpu.load(norm_ref.at[row, idx]).astype(jnp.float32)
+        return (tile.astype(jnp.float32) * scale * g).astype(tile.dtype)
+
     if not op.packed:
-        tile = plgpu.load(x_ref.at[r, k0 + c], mask=ok, other=0)
+        tile = load(k0 + c)
         return f16_rows(tile) if _f16_dot(op, x_ref.dtype) else (tile,)
-    even = plgpu.load(x_ref.at[r, k0 + 2 * c], mask=ok, other=0)
-    odd = plgpu.load(x_ref.at[r, k0 + 2 * c + 1], mask=ok, other=0)
-    return even, odd
+    return load(k0 + 2 * c), load(k0 + 2 * c + 1)
 
 
 def store_rows(o_ref, value, tokens: int):

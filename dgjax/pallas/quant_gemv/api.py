@@ -19,6 +19,8 @@ from typing import Any
 
 import jax
 
+from dgjax.pallas import stacked
+from dgjax.pallas.gemv.ref import rms_norm
 from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.quant_gemv import kernel
 from dgjax.quant import reference_matmul
@@ -53,14 +55,22 @@ def use_kernel(rows: int, w: Any, x_dtype: Any, impl: str | None = None) -> bool
 
 
 def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = None, impl: str | None = None,
-                 launch: kernel.Launch | None = None) -> jax.Array:
-    """x [..., *in] . w (quantized, dense [*in, *out]) -> [..., *out], as `reference_matmul` computes it."""
+                 launch: kernel.Launch | None = None, norm: Any = None, eps: float = 1e-6) -> jax.Array:
+    """x [..., *in] . w (quantized, dense [*in, *out]) -> [..., *out], as `reference_matmul` computes it.
+
+    `norm` ([K] or a `StackedRow` of a [layers, K] stack; contract 1 only): rms_norm(x, norm) first, which
+    the kernel applies in its prologue (reading a stacked row in place) instead of a launch of its own."""
+    if norm is not None and contract != 1:
+        raise ValueError("quant_matmul fuses a norm only over one contracted dim")
     lead = x.shape[: x.ndim - contract]
     rows = math.prod(lead)
     shaped = contract == w.in_dims and not w.expert_dims and tuple(x.shape[x.ndim - contract:]) == w.in_shape
     if not (shaped and use_kernel(rows, w, x.dtype, impl)):
+        if norm is not None:
+            x = rms_norm(x, stacked.value(norm), eps)
         return reference_matmul(x, w, contract=contract, out_dtype=out_dtype)
-    out = kernel.quant_gemv(x.reshape(rows, w.k), w, out_dtype=out_dtype, launch=launch,
+    stack, row = (None, 0) if norm is None else stacked.as_stack(norm)
+    out = kernel.quant_gemv(x.reshape(rows, w.k), w, stack, row, out_dtype=out_dtype, launch=launch, eps=eps,
                             interpret=jax.default_backend() != "gpu")
     return out.reshape(lead + w.out_shape)
 

@@ -103,16 +103,22 @@ def check_launch(op: Operand, launch: Launch) -> None:
         raise ValueError(f"{launch} does not tile a [{op.k}, {op.n}] {op.fmt} weight (scale block {op.scale_block})")
 
 
-def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: int):
-    w_refs, o_ref = refs[:-1], refs[-1]
+def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: int, normed: bool, eps: float):
+    w_refs, o_ref = refs[:-3] if normed else refs[:-1], refs[-1]
     j, s = pl.program_id(0), pl.program_id(1)
     bk, bn = launch.block_k, launch.block_n
     n0 = j * bn
     loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
                              unroll=launch.unroll)
+    norm = None
+    if normed:  # the RMSNorm before the projection, in the prologue (row: a runtime value, one kernel per shape)
+        norm_ref, row_ref = refs[-3], refs[-2]
+        row = jnp.zeros((1, 1), jnp.int32) + row_ref[0]
+        norm = (norm_ref, row, tiles.rms_scales(x_ref, rows, op.k, bk, eps))
 
     def step(k0, acc):
-        return acc + tiles.tile_dot(tiles.x_tiles(x_ref, rows, k0, bk, op), w_refs, op, 0, k0, n0, bk, bn)
+        xs = tiles.x_tiles(x_ref, rows, k0, bk, op, norm)
+        return acc + tiles.tile_dot(xs, w_refs, op, 0, k0, n0, bk, bn)
 
     acc = loop(step, jnp.zeros((MAX_ROWS, bn), jnp.float32))
     tiles.store_rows(o_ref, acc.astype(o_ref.dtype), rows)
@@ -122,10 +128,14 @@ def _whole(shape):
     return pl.BlockSpec(shape, lambda *_: (0,) * len(shape))
 
 
-@functools.partial(jax.jit, static_argnames=("out_dtype", "launch", "interpret"))
-def quant_gemv(x: jax.Array, w: Any, *, out_dtype: Any = None, launch: Launch | None = None,
+@functools.partial(jax.jit, static_argnames=("out_dtype", "launch", "eps", "interpret"))
+def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: jax.Array | int = 0, *,
+               out_dtype: Any = None, launch: Launch | None = None, eps: float = 1e-6,
                interpret: bool = False) -> jax.Array:
-    """x [rows, K] . w (dense [*in, *out], K = prod(in), N = prod(out)) -> [rows, N] in `out_dtype` (x's)."""
+    """x [rows, K] . w (dense [*in, *out], K = prod(in), N = prod(out)) -> [rows, N] in `out_dtype` (x's).
+
+    With `norm` ([K], or [R, K] stacked over layers, row `norm_row`): rms_norm(x, norm) . w, the norm applied
+    in the kernel's prologue instead of a launch of its own (`ref.quant_gemv`'s contract)."""
     rows = x.shape[0]
     if not supports(rows, w, x.dtype) or x.shape[1] != w.k:
         raise ValueError(f"the quantized GEMV kernel cannot multiply x {x.shape} {x.dtype} by a "
@@ -141,7 +151,11 @@ def quant_gemv(x: jax.Array, w: Any, *, out_dtype: Any = None, launch: Launch | 
     else:
         out_shape = jax.ShapeDtypeStruct((splits, rows, op.n), jnp.float32)
         out_spec = pl.BlockSpec((None, rows, bn), lambda j, s: (s, 0, j))
-    kernel = functools.partial(_gemv_kernel, op=op, rows=rows, launch=launch, k_steps=op.k // (splits * bk))
+    normed = norm is not None
+    if normed:
+        arrays = list(arrays) + [norm.reshape(-1, op.k), jnp.asarray(norm_row, jnp.int32).reshape(1)]
+    kernel = functools.partial(_gemv_kernel, op=op, rows=rows, launch=launch, k_steps=op.k // (splits * bk),
+                               normed=normed, eps=eps)
     out = pl.pallas_call(
         kernel,
         grid=(op.n // bn, splits),
@@ -150,6 +164,6 @@ def quant_gemv(x: jax.Array, w: Any, *, out_dtype: Any = None, launch: Launch | 
         out_shape=out_shape,
         compiler_params=plgpu.CompilerParams(num_warps=launch.num_warps, num_stages=launch.num_stages),
         interpret=interpret,
-        name=f"quant_gemv_{op.fmt}_r{rows}_{launch.tag()}",
+        name=f"quant_gemv_{op.fmt}{'_rmsnorm' if normed else ''}_r{rows}_{launch.tag()}",
     )(x, *arrays)
     return out if splits == 1 else out.sum(0).astype(out_dtype)

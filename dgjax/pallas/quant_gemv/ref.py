@@ -10,10 +10,15 @@ from typing import Any
 
 import jax
 
+from dgjax.pallas.gemv.ref import rms_norm
 from dgjax.quant import reference_matmul
 
 
-def quant_gemv(x: jax.Array, w: Any, *, out_dtype: Any = None) -> jax.Array:
-    """x [rows, K] . w (dense [*in, *out], K = prod(in)) -> [rows, N], N = prod(out), float32 accumulation."""
+def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, *, out_dtype: Any = None,
+               eps: float = 1e-6) -> jax.Array:
+    """x [rows, K] . w (dense [*in, *out], K = prod(in)) -> [rows, N], N = prod(out), float32 accumulation;
+    with `norm` [K], x is RMS-normalized first (float32, rounded to x's dtype, as the models' rms_norm)."""
+    if norm is not None:
+        x = rms_norm(x, norm, eps)
     x_in = x.reshape((x.shape[0],) + w.in_shape)
     return reference_matmul(x_in, w, contract=w.in_dims, out_dtype=out_dtype).reshape(x.shape[0], w.n)
