@@ -187,7 +187,10 @@ def _project_qkv(p: AttentionParams, x: jax.Array) -> tuple[jax.Array, jax.Array
 def _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, cos_sin, cfg, sliding_window):
     with jax.named_scope("attention_decode"):
         with jax.named_scope("qkv"):  # the input norm runs inside the GEMV where its kernel does
-            qkv = _project(x, p.qkv, p.qkv_bias, input_norm, cfg.rms_norm_eps)[:, 0]  # [B, kv_heads, group + 2, head_dim]
+            if p.qkv_bias is None:  # a split-K quantized GEMV hands over its partial sums (SplitSums) unsummed
+                qkv = matmul(x[:, 0], p.qkv, norm=input_norm, eps=cfg.rms_norm_eps, keep_splits=True)
+            else:
+                qkv = _project(x, p.qkv, p.qkv_bias, input_norm, cfg.rms_norm_eps)[:, 0]  # [B, kv_heads, group + 2, head_dim]
         cos, sin = cos_sin
         o, k_pages, v_pages = fused_decode.decode_attention(
             qkv, cos[:, 0], sin[:, 0], k_pages, v_pages, batch.block_tables, batch.context_lens,

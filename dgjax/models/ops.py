@@ -10,6 +10,7 @@ also apply the RMSNorm that precedes a projection (`norm=`) in its prologue inst
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -20,12 +21,13 @@ from dgjax.quant import is_quantized
 
 
 def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None, norm: jax.Array | None = None,
-           eps: float = 1e-6) -> jax.Array:
+           eps: float = 1e-6, keep_splits: bool = False) -> Any:
     """x [..., *in] . w [*in, *out] -> [..., *out], accumulating in float32.
 
     The result is in `out_dtype` (default: x's dtype); pass float32 for logits. With `norm` [*in] (contract
     1 only), x is first RMS-normalized (float32, eps) and scaled by it, rounded to x's dtype, as
-    `dgjax.models.blocks.rms_norm` does.
+    `dgjax.models.blocks.rms_norm` does. `keep_splits`: a split-K quantized kernel may return its partial
+    sums as a `dgjax.pallas.split_sums.SplitSums` (for a consumer kernel that sums them while loading).
 
     Both operands are flattened to one plain 2-D GEMM first: with several output dims (e.g. k/v
     projections [embed, kv_heads, head_dim]) and a single row, XLA on GPU rewrote the dot into a
@@ -36,7 +38,7 @@ def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None, nor
     if norm is not None and contract != 1:
         raise ValueError("matmul fuses a norm only over one contracted dim")
     if is_quantized(w):  # the kernel for decode rows on GPU, with the norm in its prologue
-        return quant_matmul(x, w, contract=contract, out_dtype=out_dtype, norm=norm, eps=eps)
+        return quant_matmul(x, w, contract=contract, out_dtype=out_dtype, norm=norm, eps=eps, keep_splits=keep_splits)
     in_shape, out_shape = w.shape[:contract], w.shape[contract:]
     lead = x.shape[: x.ndim - contract]
     k = math.prod(in_shape)

@@ -168,3 +168,48 @@ def test_layers_reading_different_norm_rows_share_one_kernel():
     text = jax.jit(two_layers).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
     kernels = set(re.findall(r'custom_call @__gpu\$xla\.gpu\.triton\(.*? ir = "(.*?)", ', text))
     assert len(kernels) == 1, len(kernels)  # a constant row gave two (3 and 47 baked in)
+
+
+@pytest.mark.parametrize("parts,splits,dtype", [(4, 2, jnp.bfloat16), (2, 1, jnp.float32)])
+def test_split_sums_are_summed_as_the_rows_load(parts, splits, dtype):
+    """qkv as a split-K projection's SplitSums (float32 partials): the kernel gives what the summed, rounded
+    qkv gives, through the api too (the reference path sums them first)."""
+    from dgjax.pallas.fused_decode_attention import api
+    from dgjax.pallas.split_sums import SplitSums
+
+    c = _case(parts * 10 + splits, 3, 2, 2, 64, 64, dtype, True)
+    rng = np.random.default_rng(parts)
+    sums = SplitSums(jnp.asarray(rng.standard_normal((parts,) + c["qkv"].shape), jnp.float32), jnp.dtype(dtype))
+    start, end = paged.decode_window(c["context_lens"], c["positions"], c["query_lens"], WIDTH * PAGE, None)
+    rest = (c["cos"], c["sin"], c["k_pages"], c["v_pages"], c["block_tables"], start, end, c["slots"][:, 0],
+            c["q_norm"], c["k_norm"])
+    kw = dict(scale=0.125, eps=1e-6, num_splits=splits, block_tokens=8, interpret=True)
+    got = kernel.fused_decode_attention(sums, *rest, **kw)
+    want = kernel.fused_decode_attention(sums.value(), *rest, **kw)
+    assert got[0].dtype == dtype
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(w, np.float32), atol=1e-2 if dtype ==
+                                   jnp.bfloat16 else 1e-5, rtol=1e-5)
+    args = {k: v for k, v in c.items() if k != "qkv"}
+    via_ref = api.decode_attention(sums, **args, scale=0.125, eps=1e-6, impl="ref")
+    np.testing.assert_array_equal(np.asarray(via_ref[0]),
+                                  np.asarray(ref.fused_decode_attention(**(c | {"qkv": sums.value()}), scale=0.125,
+                                                                        eps=1e-6)[0]))
+
+
+def test_kernel_lowers_with_split_sums(verified_triton_lowering):
+    from dgjax.pallas.split_sums import SplitSums
+
+    b, kvh, g, d, pages, ps, width = 2, 4, 8, 128, 64, 16, 32
+    spec = jax.ShapeDtypeStruct
+    sums = SplitSums(spec((4, b, kvh, g + 2, d), jnp.float32), jnp.dtype(jnp.bfloat16))
+    args = [spec((b, d), jnp.float32), spec((b, d), jnp.float32),
+            spec((pages, ps, kvh, d), jnp.bfloat16), spec((pages, ps, kvh, d), jnp.bfloat16),
+            spec((b, width), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32),
+            spec((48, d), jnp.bfloat16), spec((48, d), jnp.bfloat16)]
+
+    def run(s, *a):
+        return kernel.fused_decode_attention(s, *a, scale=d**-0.5, num_splits=4, norm_row=5)
+
+    jax.jit(run).trace(sums, *args).lower(lowering_platforms=("cuda",))
+    assert verified_triton_lowering == [True, True]  # the attention kernel and its split merge

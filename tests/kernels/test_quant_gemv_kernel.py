@@ -331,3 +331,18 @@ def test_fused_norm_lowers_to_one_kernel_for_every_row(fmt, verified_triton_lowe
     assert verified_triton_lowering and all(verified_triton_lowering)
     assert len(set(re.findall(r'custom_call @__gpu\$xla\.gpu\.triton\(.*? ir = "(.*?)", ', text))) == 1
     assert "quant_gemv_" + fmt + "_rmsnorm" in text
+
+
+def test_keep_splits_returns_the_partials_whose_sum_is_the_result():
+    from dgjax.pallas.split_sums import SplitSums
+
+    rng = np.random.default_rng(4)
+    node, _ = _encode("fp8", _rows(rng))
+    x = jnp.asarray(rng.standard_normal((2, K)), jnp.bfloat16)
+    launch = L(32, 32, 4)
+    sums = kernel.quant_gemv(x, node, launch=launch, keep_splits=True, interpret=True)
+    assert isinstance(sums, SplitSums) and sums.parts.shape == (4, 2, N) and sums.parts.dtype == jnp.float32
+    plain = kernel.quant_gemv(x, node, launch=launch, interpret=True)
+    np.testing.assert_array_equal(np.asarray(sums.value(), np.float32), np.asarray(plain, np.float32))
+    unsplit = kernel.quant_gemv(x, node, launch=L(32, 32), keep_splits=True, interpret=True)
+    assert not isinstance(unsplit, SplitSums) and unsplit.dtype == jnp.bfloat16  # one split: the result itself

@@ -151,9 +151,12 @@ def test_quantized_siblings_stay_separate_where_they_cannot_be_joined():
     assert fuse_projections(mixed, mesh, rules).gate_up is None
 
 
-def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decode_kernel(tmp_path, monkeypatch):
+@pytest.mark.parametrize("gemv", ["ref", "kernel"])
+def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decode_kernel(gemv, tmp_path, monkeypatch):
     """A tiny Qwen3 whose q/k/v/gate/up are fp8 nodes (16-row blocks, head_dim 32): joined, decode goes
-    through the fused decode attention kernel (interpreted) and gives the logits of the separate nodes."""
+    through the fused decode attention kernel (interpreted) and gives the logits of the separate nodes.
+    With the quantized GEMV kernel (interpreted), the joined qkv applies the input norm in its prologue and,
+    split 4 ways over K, hands its partial sums (SplitSums) to the attention kernel unsummed."""
     import torch
     import transformers
 
@@ -180,7 +183,14 @@ def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decod
     joined = fuse_projections(separate, mesh, sharding.DEFAULT_RULES)
     assert _count_fused(joined) == (cfg.num_hidden_layers, cfg.num_hidden_layers)
     monkeypatch.setenv("DGJAX_ATTENTION", "kernel")
+    monkeypatch.setenv("DGJAX_QUANT_GEMV", gemv)  # read at trace time: trace afresh, not from jit's cache
+    import paged_runner
+
+    step = paged_runner.step_logits.__wrapped__  # a fresh function: jit caches traces per function
+    monkeypatch.setattr(paged_runner, "step_logits", jax.jit(lambda p, kv, b, cfg: step(p, kv, b, cfg),
+                                                             static_argnames=("cfg",)))
     from dgjax.models import blocks as blocks_module
+    from dgjax.pallas.split_sums import SplitSums
 
     traced = []  # the fused decode call is traced for the joined model only
     real = blocks_module.fused_decode.decode_attention
@@ -195,3 +205,4 @@ def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decod
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=0)
         token = [int(np.argmax(a[-1]))]
     assert len(traced) >= cfg.num_hidden_layers  # every layer's decode went through the fused kernel
+    assert all((t is SplitSums) == (gemv == "kernel") for t in traced), traced

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import jax
 
-from dgjax.pallas import stacked
+from dgjax.pallas import split_sums, stacked
 from dgjax.pallas.fused_decode_attention import kernel, ref
 from dgjax.pallas.paged_attention import api as paged
 
@@ -24,14 +24,15 @@ def decode_attention(
     scale: float, eps: float, q_norm=None, k_norm=None, sliding_window: int | None = None, impl: str | None = None,
     num_splits: int | None = None,
 ):
-    """qkv [B, KVH, G+2, D], cos/sin float32 [B, R], positions/slots [B, 1] -> (out [B, H, D], k_pages, v_pages)."""
+    """qkv [B, KVH, G+2, D] (or a split-K projection's SplitSums of it), cos/sin float32 [B, R], positions/slots
+    [B, 1] -> (out [B, H, D], k_pages, v_pages)."""
     chosen = paged.resolve_impl(impl)
     on_gpu = jax.default_backend() == "gpu"
     use_kernel = (chosen == "kernel" or (chosen == "auto" and on_gpu)) and supported(
         qkv.shape, cos.shape[-1], k_pages.dtype) and not isinstance(k_pages, paged.QuantizedPages)
     if not use_kernel:
         return ref.fused_decode_attention(
-            qkv, cos, sin, k_pages, v_pages, block_tables, context_lens, positions, query_lens, slots,
+            split_sums.value(qkv), cos, sin, k_pages, v_pages, block_tables, context_lens, positions, query_lens, slots,
             scale=scale, eps=eps, q_norm=stacked.value(q_norm), k_norm=stacked.value(k_norm),
             sliding_window=sliding_window,
         )

@@ -35,6 +35,7 @@ from dgjax.pallas.paged_attention.kernel import (
     MAX_GROUP, MIN_DOT_ROWS, SUPPORTED_DTYPES, default_block_tokens, default_num_splits, split_outputs,
 )
 from dgjax.pallas.split_merge import api as split_merge
+from dgjax.pallas.split_sums import SplitSums
 
 _LOG2E = math.log2(math.e)
 
@@ -62,13 +63,14 @@ def _kernel(
     lo_ref, hi_ref, tables_ref, slots_ref, cos_ref, sin_ref, qkv_ref, k_ref, v_ref, *refs,
     kv_heads: int, group: int, group_pad: int, page_size: int, pages_per_row: int, block_tokens: int,
     num_splits: int, scale_log2: float, normalize: bool, qk_norm: bool, eps: float, segs, head_dim: int,
+    dtype, parts: int,
 ):
     qn_ref, kn_ref, row_ref = refs[:3] if qk_norm else (None, None, None)
     out_refs = refs[3:] if qk_norm else refs
     k_out_ref, v_out_ref = out_refs[-2:]
     b, h, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
-    dtype = qkv_ref.dtype
     base = (b * kv_heads + h) * (group + 2)  # qkv row of this (row, KV head)'s first q head
+    part_rows = qkv_ref.shape[0] // max(parts, 1)
     r = lax.broadcasted_iota(jnp.int32, (group_pad, 1), 0)
     q_rows = base + jnp.minimum(r, group - 1)
     one = jnp.zeros((1, 1), jnp.int32)
@@ -76,9 +78,18 @@ def _kernel(
     def cols(start: int, width: int):
         return start + lax.broadcasted_iota(jnp.int32, (1, width), 1)
 
+    def load_qkv(rows, columns):
+        """qkv[rows, columns] in the model dtype; from SplitSums partials: their float32 sum, rounded."""
+        if not parts:
+            return plgpu.load(qkv_ref.at[rows, columns])
+        total = plgpu.load(qkv_ref.at[rows, columns])
+        for p in range(1, parts):
+            total = total + plgpu.load(qkv_ref.at[rows + p * part_rows, columns])
+        return total.astype(dtype)
+
     def load_rows(rows):
         """The column segments of qkv rows `rows` [n, 1], as float32 [n, w] tiles."""
-        return [plgpu.load(qkv_ref.at[rows, cols(c, w)]).astype(jnp.float32) for c, w in segs]
+        return [load_qkv(rows, cols(c, w)).astype(jnp.float32) for c, w in segs]
 
     def norm_rope(parts, norm_ref):
         if norm_ref is not None:  # RMSNorm over the whole head, rounded to the model dtype like the model
@@ -98,7 +109,7 @@ def _kernel(
 
     q = norm_rope(load_rows(q_rows), qn_ref)  # segments of [GP, w]; pad rows repeat the last q head
     k_new = norm_rope(load_rows(one + base + group), kn_ref)  # segments of [1, w]
-    v_new = plgpu.load(qkv_ref.at[one + base + group + 1, cols(0, head_dim)])  # [1, D]
+    v_new = load_qkv(one + base + group + 1, cols(0, head_dim))  # [1, D]
 
     slot_row = plgpu.load(slots_ref.at[one + b]) * kv_heads + h  # [1, 1]
 
@@ -159,7 +170,7 @@ def _kernel(
     static_argnames=("scale", "eps", "block_tokens", "num_splits", "num_warps", "num_stages", "interpret"),
 )
 def fused_decode_attention(
-    qkv: jax.Array,
+    qkv: jax.Array | SplitSums,
     cos: jax.Array,
     sin: jax.Array,
     k_pages: jax.Array,
@@ -182,6 +193,9 @@ def fused_decode_attention(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """qkv [B, KVH, G+2, D] -> (out [B, KVH*G, D], k_pages, v_pages with this token's K/V at `slots` [B]).
 
+    qkv may be a split-K projection's `SplitSums` (float32 partials [S, B, KVH, G+2, D]): every program sums
+    the rows it reads and rounds them to its dtype, which saves the summing launch before this kernel.
+
     Row b attends keys kv_start[b] <= j < kv_end[b]: j < kv_end - 1 from its pages (block_tables [B, P]),
     j = kv_end - 1 (this token) from registers. cos, sin: float32 [B, R] (R = rotary dim, scaling folded in).
     Rows with kv_end <= kv_start (padding) return zeros; every row's K/V is written to its slot.
@@ -189,6 +203,8 @@ def fused_decode_attention(
     kernel argument, not a compile-time constant: as a constant it made each layer's kernel distinct, and the
     48 q/k-normed layers of qwen3-30b-a3b doubled its decode compile time on the H200 (8.2 -> 16.8 s, s7d).
     """
+    parts = qkv.parts.shape[0] if isinstance(qkv, SplitSums) else 0
+    dtype = jnp.dtype(qkv.dtype)
     b, kvh, g2, d = qkv.shape
     g = g2 - 2
     n, ps, _, _ = k_pages.shape
@@ -199,7 +215,7 @@ def fused_decode_attention(
     splits = num_splits or default_num_splits(b, kvh, p * ps, bk)
     qk_norm = q_norm is not None
 
-    rows = qkv.reshape(b * kvh * g2, d)
+    rows = qkv.parts.reshape(parts * b * kvh * g2, d) if parts else qkv.reshape(b * kvh * g2, d)
     k_rows = k_pages.reshape(n * ps * kvh, d)
     v_rows = v_pages.reshape(n * ps * kvh, d)
     tables = block_tables.astype(jnp.int32).reshape(b * p)
@@ -211,14 +227,14 @@ def fused_decode_attention(
     in_specs = [whole(a.shape) for a in args]
 
     normalize = splits == 1
-    out_shape, out_specs = split_outputs(b, kvh, splits, gp, d, qkv.dtype)
+    out_shape, out_specs = split_outputs(b, kvh, splits, gp, d, dtype)
     out_shape += [jax.ShapeDtypeStruct(k_rows.shape, k_rows.dtype), jax.ShapeDtypeStruct(v_rows.shape, v_rows.dtype)]
     out_specs += [whole(k_rows.shape), whole(v_rows.shape)]
     n_main = len(out_shape) - 2
     kernel = functools.partial(
         _kernel, kv_heads=kvh, group=g, group_pad=gp, page_size=ps, pages_per_row=p, block_tokens=bk,
         num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, qk_norm=qk_norm, eps=eps,
-        segs=segs, head_dim=d,
+        segs=segs, head_dim=d, dtype=dtype, parts=parts,
     )
     outs = pl.pallas_call(
         kernel,
@@ -235,6 +251,6 @@ def fused_decode_attention(
     if normalize:
         out = main[0][:, :, :g]
     else:
-        out = split_merge.merge_for_attention(*main, group=g, out_dtype=qkv.dtype, interpret=interpret)
+        out = split_merge.merge_for_attention(*main, group=g, out_dtype=dtype, interpret=interpret)
     out = out.reshape(b, kvh * g, d)
     return out, k_out.reshape(k_pages.shape), v_out.reshape(v_pages.shape)

@@ -23,6 +23,7 @@ from dgjax.pallas import stacked
 from dgjax.pallas.gemv.ref import rms_norm
 from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.quant_gemv import kernel
+from dgjax.pallas.split_sums import SplitSums
 from dgjax.quant import reference_matmul
 
 IMPLS = ("auto", "ref", "kernel")
@@ -55,11 +56,14 @@ def use_kernel(rows: int, w: Any, x_dtype: Any, impl: str | None = None) -> bool
 
 
 def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = None, impl: str | None = None,
-                 launch: kernel.Launch | None = None, norm: Any = None, eps: float = 1e-6) -> jax.Array:
+                 launch: kernel.Launch | None = None, norm: Any = None, eps: float = 1e-6,
+                 keep_splits: bool = False) -> Any:
     """x [..., *in] . w (quantized, dense [*in, *out]) -> [..., *out], as `reference_matmul` computes it.
 
     `norm` ([K] or a `StackedRow` of a [layers, K] stack; contract 1 only): rms_norm(x, norm) first, which
-    the kernel applies in its prologue (reading a stacked row in place) instead of a launch of its own."""
+    the kernel applies in its prologue (reading a stacked row in place) instead of a launch of its own.
+    `keep_splits`: where the kernel splits K, the result is a `SplitSums` of [splits, *lead, *out] partials
+    (its `value()` is the ordinary result); an array otherwise."""
     if norm is not None and contract != 1:
         raise ValueError("quant_matmul fuses a norm only over one contracted dim")
     lead = x.shape[: x.ndim - contract]
@@ -71,6 +75,8 @@ def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = No
         return reference_matmul(x, w, contract=contract, out_dtype=out_dtype)
     stack, row = (None, 0) if norm is None else stacked.as_stack(norm)
     out = kernel.quant_gemv(x.reshape(rows, w.k), w, stack, row, out_dtype=out_dtype, launch=launch, eps=eps,
-                            interpret=jax.default_backend() != "gpu")
+                            keep_splits=keep_splits, interpret=jax.default_backend() != "gpu")
+    if isinstance(out, SplitSums):
+        return out.replace(parts=out.parts.reshape((out.parts.shape[0],) + lead + w.out_shape))
     return out.reshape(lead + w.out_shape)
 

@@ -35,6 +35,7 @@ from jax.experimental.pallas import triton as plgpu
 from dgjax.pallas.launch import Launch, target_programs
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, valid_block_k, valid_block_n
+from dgjax.pallas.split_sums import SplitSums
 from dgjax.quant import is_quantized
 
 MAX_ROWS = tiles.MIN_DOT  # one padded row tile
@@ -128,14 +129,16 @@ def _whole(shape):
     return pl.BlockSpec(shape, lambda *_: (0,) * len(shape))
 
 
-@functools.partial(jax.jit, static_argnames=("out_dtype", "launch", "eps", "interpret"))
+@functools.partial(jax.jit, static_argnames=("out_dtype", "launch", "eps", "keep_splits", "interpret"))
 def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: jax.Array | int = 0, *,
-               out_dtype: Any = None, launch: Launch | None = None, eps: float = 1e-6,
-               interpret: bool = False) -> jax.Array:
+               out_dtype: Any = None, launch: Launch | None = None, eps: float = 1e-6, keep_splits: bool = False,
+               interpret: bool = False) -> Any:
     """x [rows, K] . w (dense [*in, *out], K = prod(in), N = prod(out)) -> [rows, N] in `out_dtype` (x's).
 
     With `norm` ([K], or [R, K] stacked over layers, row `norm_row`): rms_norm(x, norm) . w, the norm applied
-    in the kernel's prologue instead of a launch of its own (`ref.quant_gemv`'s contract)."""
+    in the kernel's prologue instead of a launch of its own (`ref.quant_gemv`'s contract).
+    `keep_splits`: a split-K launch returns its float32 partials unsummed, as a `SplitSums` [splits, rows, N]
+    whose `value()` is the ordinary result (for consumer kernels that sum while loading)."""
     rows = x.shape[0]
     if not supports(rows, w, x.dtype) or x.shape[1] != w.k:
         raise ValueError(f"the quantized GEMV kernel cannot multiply x {x.shape} {x.dtype} by a "
@@ -166,4 +169,6 @@ def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: ja
         interpret=interpret,
         name=f"quant_gemv_{op.fmt}{'_rmsnorm' if normed else ''}_r{rows}_{launch.tag()}",
     )(x, *arrays)
-    return out if splits == 1 else out.sum(0).astype(out_dtype)
+    if splits == 1:
+        return out
+    return SplitSums(out, out_dtype) if keep_splits else out.sum(0).astype(out_dtype)
