@@ -2,8 +2,9 @@
 # 1. decode ticks through FlatCall (dgjax/runtime/flat_call.py: the parameters' buffers flattened once and fed
 #    straight to the runtime executable), A/B against jax's ordinary call (DGJAX_FLAT_CALL=0), first on the
 #    host-bound tiny-width tick, then in the engines;
-# 2. the input RMSNorm inside the quantized GEMV (fp8 qkv): in the kernel table, `quant_gemv_fp8_rmsnorm_*`
-#    should replace `quant_gemv_fp8_*_s4_*` and one norm fusion per layer should be gone. Compare with s7c/s7e
+# 2. the input RMSNorm inside the quantized GEMV (fp8 qkv) and qkv's split-K partials summed inside the fused
+#    decode attention (SplitSums): in the kernel table, `quant_gemv_fp8_rmsnorm_*` should replace
+#    `quant_gemv_fp8_*_s4_*`, and a norm fusion and a reduce fusion per layer should be gone (qwen3: ~96 launches). Compare with s7c/s7e
 # (qwen3 fp8 315.0 / 313.3 tok/s with dispatch 3.24 / 3.20 ms and device 2.95 ms per tick; glm fp8 150.3;
 # llama C1 229.7, C16 3232.4).
 python3 -m pip install --no-deps -q llguidance-*.whl

@@ -12,7 +12,10 @@ Why this shape:
   groups with or without zero points) is decoded by exactly the same code in both kernels.
 - Split-K: attention and down projections have few column blocks (4096 / 64 = 64 programs on 132 SMs),
   so K is split until about two programs per SM run; splits write float32 partials [splits, rows, N]
-  and a small jnp sum finishes them. One split writes x's dtype directly.
+  and a small jnp sum finishes them, or (`keep_splits`) the consumer kernel does (`SplitSums`: the fused
+  decode attention sums qkv's partials as it loads its rows). One split writes x's dtype directly.
+- An optional RMSNorm before the projection runs in the prologue: every program re-reads the few x rows
+  over all of K for their scale (`tiles.rms_scales`), the norm vector's row is a kernel argument.
 - Stores write only the real rows (masked stores), so one row writes 1/16 of a padded tile.
 - Default K step: 128 bytes of each weight row (128 fp8/int8 inputs, 256 nibble inputs), one cache line.
 Numerics: float32 accumulation; decoded tiles are rounded to x's dtype before the dot, like the reference
