@@ -7,10 +7,12 @@ buffer list (measured by hand, see tests/runtime/test_flat_call.py for what is c
 parameters' leaves and forwards only the rest of the arguments each call.
 
 This uses jax internals (`Compiled._executable.unsafe_call`: kept_var_idx, xla_executable, out_handler, as in
-jax 0.10-0.11). `bind` returns None where they are missing or the executable needs more than a plain call
-(effects, mutable arguments, hoisted constants, NaN checking); a call whose arguments are not the bound
-parameters plus device arrays of the compiled structure falls back to the ordinary call. DGJAX_FLAT_CALL=0
-turns it off.
+jax 0.10-0.11). `bind` returns the compiled executable itself where they are missing or the executable needs
+more than a plain call (effects, mutable arguments, hoisted constants, NaN checking); a call whose arguments
+are not the bound parameters plus device arrays of the compiled structure falls back to the ordinary call.
+What it skips is the per-call check of each array's shape, dtype and sharding against the compiled ones: the
+executor passes the state it got back from the previous call and arrays it built for the bucket's width.
+DGJAX_FLAT_CALL=0 turns it off.
 """
 
 from __future__ import annotations
