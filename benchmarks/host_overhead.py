@@ -81,8 +81,12 @@ def main() -> None:
     finally:
         be.close()
     width = "real widths" if a.real_widths else "tiny widths"
+    from dgjax.runtime.flat_call import FlatCall
+    exes = list(ex._decode.values())
+    flat = f"flat calls {sum(isinstance(e, FlatCall) for e in exes)}/{len(exes)}, fallbacks " \
+        f"{sum(getattr(e, 'fallbacks', 0) for e in exes)}"
     print(f"{a.preset:16s} {a.quantize or 'bf16':6s} {width} leaves {leaves:5d}  ms/tick {window.ms_per_step:6.3f}  "
-          f"decode call ms {1e3 * float(np.median(calls)):6.3f}  [{a.label}]", flush=True)
+          f"decode call ms {1e3 * float(np.median(calls)):6.3f}  {flat}  [{a.label}]", flush=True)
 
 
 if __name__ == "__main__":
