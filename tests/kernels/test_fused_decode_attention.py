@@ -130,13 +130,18 @@ def test_stacked_norms_are_read_at_their_row():
     np.testing.assert_array_equal(np.asarray(via_ref[0]), np.asarray(want[0]))
 
 
-def test_kernel_lowers_with_stacked_norms(verified_triton_lowering):
-    b, kvh, g, d, pages, ps, width, layers = 2, 8, 4, 128, 64, 16, 32, 48
+def _abstract_args(b=2, kvh=8, g=4, d=128, pages=64, ps=16, width=32, layers=48):
+    """Shape structs for kernel.fused_decode_attention at llama-like shapes with [layers, d] norm stacks."""
     spec = jax.ShapeDtypeStruct
-    args = [spec((b, kvh, g + 2, d), jnp.bfloat16), spec((b, d), jnp.float32), spec((b, d), jnp.float32),
+    return [spec((b, kvh, g + 2, d), jnp.bfloat16), spec((b, d), jnp.float32), spec((b, d), jnp.float32),
             spec((pages, ps, kvh, d), jnp.bfloat16), spec((pages, ps, kvh, d), jnp.bfloat16),
             spec((b, width), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32),
             spec((layers, d), jnp.bfloat16), spec((layers, d), jnp.bfloat16)]
+
+
+def test_kernel_lowers_with_stacked_norms(verified_triton_lowering):
+    d = 128
+    args = _abstract_args(d=d)
 
     def run(*a):
         return kernel.fused_decode_attention(*a, scale=d**-0.5, num_splits=1, norm_row=47)
@@ -150,12 +155,8 @@ def test_layers_reading_different_norm_rows_share_one_kernel():
     compile-time constant it made every layer's kernel distinct, and XLA compiled each one)."""
     import re
 
-    b, kvh, g, d, pages, ps, width, layers = 2, 8, 4, 128, 64, 16, 32, 48
-    spec = jax.ShapeDtypeStruct
-    args = [spec((b, kvh, g + 2, d), jnp.bfloat16), spec((b, d), jnp.float32), spec((b, d), jnp.float32),
-            spec((pages, ps, kvh, d), jnp.bfloat16), spec((pages, ps, kvh, d), jnp.bfloat16),
-            spec((b, width), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32),
-            spec((layers, d), jnp.bfloat16), spec((layers, d), jnp.bfloat16)]
+    d = 128
+    args = _abstract_args(d=d)
 
     def two_layers(qkv, cos, sin, kp, vp, *rest):
         outs = []
@@ -200,13 +201,9 @@ def test_split_sums_are_summed_as_the_rows_load(parts, splits, dtype):
 def test_kernel_lowers_with_split_sums(verified_triton_lowering):
     from dgjax.pallas.split_sums import SplitSums
 
-    b, kvh, g, d, pages, ps, width = 2, 4, 8, 128, 64, 16, 32
-    spec = jax.ShapeDtypeStruct
-    sums = SplitSums(spec((4, b, kvh, g + 2, d), jnp.float32), jnp.dtype(jnp.bfloat16))
-    args = [spec((b, d), jnp.float32), spec((b, d), jnp.float32),
-            spec((pages, ps, kvh, d), jnp.bfloat16), spec((pages, ps, kvh, d), jnp.bfloat16),
-            spec((b, width), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32),
-            spec((48, d), jnp.bfloat16), spec((48, d), jnp.bfloat16)]
+    b, kvh, g, d = 2, 4, 8, 128
+    qkv, *args = _abstract_args(b=b, kvh=kvh, g=g, d=d)
+    sums = SplitSums(jax.ShapeDtypeStruct((4,) + qkv.shape, jnp.float32), jnp.dtype(jnp.bfloat16))
 
     def run(s, *a):
         return kernel.fused_decode_attention(s, *a, scale=d**-0.5, num_splits=4, norm_row=5)
