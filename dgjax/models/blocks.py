@@ -19,7 +19,7 @@ from dgjax.config import ModelConfig, RopeScaling
 from dgjax.models.batch import ForwardBatch
 from dgjax.models.ops import matmul
 from dgjax.models.params import ParamSpec, normal_init, ones_init, zeros_init
-from dgjax.pallas import stacked
+from dgjax.pallas import split_sums, stacked
 from dgjax.pallas.fused_decode_attention import api as fused_decode
 from dgjax.pallas.gemv import ref as gemv_ref
 from dgjax.pallas.paged_attention import api as paged
@@ -187,10 +187,11 @@ def _project_qkv(p: AttentionParams, x: jax.Array) -> tuple[jax.Array, jax.Array
 def _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, cos_sin, cfg, sliding_window):
     with jax.named_scope("attention_decode"):
         with jax.named_scope("qkv"):  # the input norm runs inside the GEMV where its kernel does
-            if p.qkv_bias is None:  # a split-K quantized GEMV hands over its partial sums (SplitSums) unsummed
-                qkv = matmul(x[:, 0], p.qkv, norm=input_norm, eps=cfg.rms_norm_eps, keep_splits=True)
-            else:
-                qkv = _project(x, p.qkv, p.qkv_bias, input_norm, cfg.rms_norm_eps)[:, 0]  # [B, kv_heads, group + 2, head_dim]
+            # [B, kv_heads, group + 2, head_dim]; a split-K quantized GEMV hands over its partial sums unsummed
+            qkv = matmul(x[:, 0], p.qkv, norm=input_norm, eps=cfg.rms_norm_eps, keep_splits=True)
+            if p.qkv_bias is not None:
+                qkv = (qkv.replace(bias=p.qkv_bias) if isinstance(qkv, split_sums.SplitSums)
+                       else qkv + p.qkv_bias.astype(qkv.dtype))
         cos, sin = cos_sin
         o, k_pages, v_pages = fused_decode.decode_attention(
             qkv, cos[:, 0], sin[:, 0], k_pages, v_pages, batch.block_tables, batch.context_lens,

@@ -171,16 +171,18 @@ def test_layers_reading_different_norm_rows_share_one_kernel():
     assert len(kernels) == 1, len(kernels)  # a constant row gave two (3 and 47 baked in)
 
 
-@pytest.mark.parametrize("parts,splits,dtype", [(4, 2, jnp.bfloat16), (2, 1, jnp.float32)])
-def test_split_sums_are_summed_as_the_rows_load(parts, splits, dtype):
-    """qkv as a split-K projection's SplitSums (float32 partials): the kernel gives what the summed, rounded
-    qkv gives, through the api too (the reference path sums them first)."""
+@pytest.mark.parametrize("parts,splits,dtype,bias", [(4, 2, jnp.bfloat16, False), (2, 1, jnp.float32, False),
+                                                    (4, 3, jnp.bfloat16, True)])
+def test_split_sums_are_summed_as_the_rows_load(parts, splits, dtype, bias):
+    """qkv as a split-K projection's SplitSums (float32 partials, optionally a qkv bias): the kernel gives what
+    the summed, rounded (biased) qkv gives, through the api too (the reference path sums them first)."""
     from dgjax.pallas.fused_decode_attention import api
     from dgjax.pallas.split_sums import SplitSums
 
     c = _case(parts * 10 + splits, 3, 2, 2, 64, 64, dtype, True)
     rng = np.random.default_rng(parts)
-    sums = SplitSums(jnp.asarray(rng.standard_normal((parts,) + c["qkv"].shape), jnp.float32), jnp.dtype(dtype))
+    sums = SplitSums(jnp.asarray(rng.standard_normal((parts,) + c["qkv"].shape), jnp.float32), jnp.dtype(dtype),
+                     jnp.asarray(rng.standard_normal(c["qkv"].shape[1:]), dtype) if bias else None)
     start, end = paged.decode_window(c["context_lens"], c["positions"], c["query_lens"], WIDTH * PAGE, None)
     rest = (c["cos"], c["sin"], c["k_pages"], c["v_pages"], c["block_tables"], start, end, c["slots"][:, 0],
             c["q_norm"], c["k_norm"])

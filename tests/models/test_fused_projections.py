@@ -151,12 +151,14 @@ def test_quantized_siblings_stay_separate_where_they_cannot_be_joined():
     assert fuse_projections(mixed, mesh, rules).gate_up is None
 
 
-@pytest.mark.parametrize("gemv", ["ref", "kernel"])
-def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decode_kernel(gemv, tmp_path, monkeypatch):
-    """A tiny Qwen3 whose q/k/v/gate/up are fp8 nodes (16-row blocks, head_dim 32): joined, decode goes
-    through the fused decode attention kernel (interpreted) and gives the logits of the separate nodes.
-    With the quantized GEMV kernel (interpreted), the joined qkv applies the input norm in its prologue and,
-    split 4 ways over K, hands its partial sums (SplitSums) to the attention kernel unsummed."""
+@pytest.mark.parametrize("arch,gemv", [("Qwen3", "ref"), ("Qwen3", "kernel"), ("Qwen2", "kernel")])
+def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decode_kernel(arch, gemv, tmp_path,
+                                                                                         monkeypatch):
+    """A tiny Qwen3 (q/k norms) or Qwen2 (qkv bias) whose q/k/v/gate/up are fp8 nodes (16-row blocks, head_dim
+    32): joined, decode goes through the fused decode attention kernel (interpreted) and gives the logits of
+    the separate nodes. With the quantized GEMV kernel (interpreted), the joined qkv applies the input norm
+    in its prologue and, split 4 ways over K, hands its partial sums (SplitSums, with the bias) to the
+    attention kernel unsummed."""
     import torch
     import transformers
 
@@ -165,7 +167,10 @@ def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decod
     from dgjax.config import ModelConfig
 
     torch.manual_seed(0)
-    hf_cfg = transformers.Qwen3Config(**{**TINY, "hidden_size": 64, "num_attention_heads": 4, "head_dim": 32})
+    config_class = getattr(transformers, f"{arch}Config")
+    # head_dim 32 (the fused kernel's rope halves need >= 16 columns); Qwen2 derives it from the hidden size
+    extra = {"hidden_size": 64, "head_dim": 32} if arch == "Qwen3" else {"hidden_size": 128}
+    hf_cfg = config_class(**{**TINY, "num_attention_heads": 4, **extra})
     transformers.AutoModelForCausalLM.from_config(hf_cfg, dtype=torch.float32).save_pretrained(tmp_path)
     cfg = ModelConfig.from_dir(str(tmp_path))
     mesh = sharding.make_mesh(1)
@@ -195,7 +200,8 @@ def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decod
     traced = []  # the fused decode call is traced for the joined model only
     real = blocks_module.fused_decode.decode_attention
     monkeypatch.setattr(blocks_module.fused_decode, "decode_attention",
-                        lambda qkv, *a, **k: traced.append(type(qkv)) or real(qkv, *a, **k))
+                        lambda qkv, *a, **k: traced.append((type(qkv), getattr(qkv, "bias", None) is not None))
+                        or real(qkv, *a, **k))
     want = PagedRunner(cfg, separate, mesh, seed=3)
     got = PagedRunner(cfg, joined, mesh, seed=3)
     np.testing.assert_allclose(got.prefill("s", PROMPT), want.prefill("s", PROMPT), atol=2e-5, rtol=0)
@@ -205,4 +211,5 @@ def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decod
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=0)
         token = [int(np.argmax(a[-1]))]
     assert len(traced) >= cfg.num_hidden_layers  # every layer's decode went through the fused kernel
-    assert all((t is SplitSums) == (gemv == "kernel") for t in traced), traced
+    assert all((t is SplitSums) == (gemv == "kernel") for t, _ in traced), traced
+    assert all(biased == (gemv == "kernel" and arch == "Qwen2") for _, biased in traced), traced

@@ -63,10 +63,11 @@ def _kernel(
     lo_ref, hi_ref, tables_ref, slots_ref, cos_ref, sin_ref, qkv_ref, k_ref, v_ref, *refs,
     kv_heads: int, group: int, group_pad: int, page_size: int, pages_per_row: int, block_tokens: int,
     num_splits: int, scale_log2: float, normalize: bool, qk_norm: bool, eps: float, segs, head_dim: int,
-    dtype, parts: int,
+    dtype, parts: int, has_bias: bool,
 ):
     qn_ref, kn_ref, row_ref = refs[:3] if qk_norm else (None, None, None)
-    out_refs = refs[3:] if qk_norm else refs
+    refs = refs[3:] if qk_norm else refs
+    bias_ref, out_refs = (refs[0], refs[1:]) if has_bias else (None, refs)
     k_out_ref, v_out_ref = out_refs[-2:]
     b, h, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
     base = (b * kv_heads + h) * (group + 2)  # qkv row of this (row, KV head)'s first q head
@@ -79,13 +80,17 @@ def _kernel(
         return start + lax.broadcasted_iota(jnp.int32, (1, width), 1)
 
     def load_qkv(rows, columns):
-        """qkv[rows, columns] in the model dtype; from SplitSums partials: their float32 sum, rounded."""
+        """qkv[rows, columns] in the model dtype; from SplitSums partials: their float32 sum, rounded, plus
+        the bias (of the row's place in [KVH, G+2]) rounded again, as `SplitSums.value` computes it."""
         if not parts:
             return plgpu.load(qkv_ref.at[rows, columns])
         total = plgpu.load(qkv_ref.at[rows, columns])
         for p in range(1, parts):
             total = total + plgpu.load(qkv_ref.at[rows + p * part_rows, columns])
-        return total.astype(dtype)
+        if bias_ref is None:
+            return total.astype(dtype)
+        bias = plgpu.load(bias_ref.at[rows % (kv_heads * (group + 2)), columns]).astype(jnp.float32)
+        return (total.astype(dtype).astype(jnp.float32) + bias).astype(dtype)
 
     def load_rows(rows):
         """The column segments of qkv rows `rows` [n, 1], as float32 [n, w] tiles."""
@@ -193,8 +198,9 @@ def fused_decode_attention(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """qkv [B, KVH, G+2, D] -> (out [B, KVH*G, D], k_pages, v_pages with this token's K/V at `slots` [B]).
 
-    qkv may be a split-K projection's `SplitSums` (float32 partials [S, B, KVH, G+2, D]): every program sums
-    the rows it reads and rounds them to its dtype, which saves the summing launch before this kernel.
+    qkv may be a split-K projection's `SplitSums` (float32 partials [S, B, KVH, G+2, D], optional bias
+    [KVH, G+2, D]): every program sums the rows it reads, rounds them to its dtype and adds the bias, which
+    saves the summing launch before this kernel.
 
     Row b attends keys kv_start[b] <= j < kv_end[b]: j < kv_end - 1 from its pages (block_tables [B, P]),
     j = kv_end - 1 (this token) from registers. cos, sin: float32 [B, R] (R = rotary dim, scaling folded in).
@@ -224,6 +230,9 @@ def fused_decode_attention(
             cos.astype(jnp.float32), sin.astype(jnp.float32), rows, k_rows, v_rows]
     if qk_norm:
         args += [q_norm.reshape(-1, d), k_norm.reshape(-1, d), jnp.asarray(norm_row, jnp.int32).reshape(1)]
+    has_bias = bool(parts) and qkv.bias is not None
+    if has_bias:
+        args.append(qkv.bias.reshape(kvh * g2, d))
     in_specs = [whole(a.shape) for a in args]
 
     normalize = splits == 1
@@ -234,7 +243,7 @@ def fused_decode_attention(
     kernel = functools.partial(
         _kernel, kv_heads=kvh, group=g, group_pad=gp, page_size=ps, pages_per_row=p, block_tokens=bk,
         num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, qk_norm=qk_norm, eps=eps,
-        segs=segs, head_dim=d, dtype=dtype, parts=parts,
+        segs=segs, head_dim=d, dtype=dtype, parts=parts, has_bias=has_bias,
     )
     outs = pl.pallas_call(
         kernel,
