@@ -346,3 +346,28 @@ def test_keep_splits_returns_the_partials_whose_sum_is_the_result():
     np.testing.assert_array_equal(np.asarray(sums.value(), np.float32), np.asarray(plain, np.float32))
     unsplit = kernel.quant_gemv(x, node, launch=L(32, 32), keep_splits=True, interpret=True)
     assert not isinstance(unsplit, SplitSums) and unsplit.dtype == jnp.bfloat16  # one split: the result itself
+
+
+@pytest.mark.parametrize("fuse", ["all", "norm", "splits", "none"])
+def test_fusions_follow_the_environment_and_keep_the_result(fuse, monkeypatch):
+    """DGJAX_QUANT_GEMV_FUSE picks which fusions quant_matmul uses (the fused-norm kernel, SplitSums); every
+    choice gives the norm-then-reference result."""
+    from dgjax.pallas.split_sums import SplitSums
+    from dgjax.pallas.stacked import StackedRow
+
+    rng = np.random.default_rng(11)
+    node, _ = _encode("fp8", _rows(rng))
+    x = jnp.asarray(rng.standard_normal((2, K)), jnp.float32)
+    stack = jnp.asarray(1 + 0.5 * rng.standard_normal((3, K)), jnp.float32)
+    monkeypatch.setenv(api.ENV_VAR, "kernel")
+    monkeypatch.setenv(api.FUSE_ENV_VAR, fuse)
+    names = []
+    real = kernel.quant_gemv
+    monkeypatch.setattr(api.kernel, "quant_gemv", lambda *a, **k: names.append((a[2] is not None)) or real(*a, **k))
+    out = api.quant_matmul(x, node, norm=StackedRow(stack, 2), keep_splits=True, launch=L(32, 32, 4))
+    assert names == [fuse in ("all", "norm")]  # the kernel got the norm stack only where the norm is fused
+    assert isinstance(out, SplitSums) == (fuse in ("all", "splits"))
+    _check(out.value() if isinstance(out, SplitSums) else out, ref.quant_gemv(x, node, stack[2]), jnp.float32)
+    monkeypatch.setenv(api.FUSE_ENV_VAR, "both")
+    with pytest.raises(ValueError, match=api.FUSE_ENV_VAR):
+        api.quant_matmul(x, node)

@@ -9,6 +9,9 @@ Dispatch (decided at trace time, per call):
   the reference elsewhere (rows > 16 is the normal prefill case, so no warning for it).
 `impl=None` reads DGJAX_QUANT_GEMV (auto | ref | kernel, default auto), so one process can trace both paths
 by setting the variable before each trace.
+DGJAX_QUANT_GEMV_FUSE (all | norm | splits | none, default all) says which of the kernel's fusions the
+models may use: the input RMSNorm in the prologue (`norm`), split-K partials handed on unsummed as
+`SplitSums` (`splits`). Both were made to save launches, untimed on the GPU yet; the variable is their A/B.
 """
 
 from __future__ import annotations
@@ -55,6 +58,16 @@ def use_kernel(rows: int, w: Any, x_dtype: Any, impl: str | None = None) -> bool
     return supported and (chosen == "kernel" or (validated and jax.default_backend() == "gpu"))
 
 
+FUSE_ENV_VAR = "DGJAX_QUANT_GEMV_FUSE"
+FUSIONS = ("all", "norm", "splits", "none")
+
+
+def fusions() -> tuple[bool, bool]:
+    """(fuse the norm, keep splits) as DGJAX_QUANT_GEMV_FUSE allows them."""
+    chosen = choose_impl(None, FUSE_ENV_VAR, FUSIONS, "quant gemv fusion", default="all")
+    return chosen in ("all", "norm"), chosen in ("all", "splits")
+
+
 def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = None, impl: str | None = None,
                  launch: kernel.Launch | None = None, norm: Any = None, eps: float = 1e-6,
                  keep_splits: bool = False) -> Any:
@@ -69,13 +82,15 @@ def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = No
     lead = x.shape[: x.ndim - contract]
     rows = math.prod(lead)
     shaped = contract == w.in_dims and not w.expert_dims and tuple(x.shape[x.ndim - contract:]) == w.in_shape
-    if not (shaped and use_kernel(rows, w, x.dtype, impl)):
-        if norm is not None:
-            x = rms_norm(x, stacked.value(norm), eps)
+    kernel_ok = shaped and use_kernel(rows, w, x.dtype, impl)
+    fuse_norm, fuse_splits = fusions()
+    if norm is not None and not (kernel_ok and fuse_norm):
+        x, norm = rms_norm(x, stacked.value(norm), eps), None
+    if not kernel_ok:
         return reference_matmul(x, w, contract=contract, out_dtype=out_dtype)
     stack, row = (None, 0) if norm is None else stacked.as_stack(norm)
     out = kernel.quant_gemv(x.reshape(rows, w.k), w, stack, row, out_dtype=out_dtype, launch=launch, eps=eps,
-                            keep_splits=keep_splits, interpret=jax.default_backend() != "gpu")
+                            keep_splits=keep_splits and fuse_splits, interpret=jax.default_backend() != "gpu")
     if isinstance(out, SplitSums):
         return out.replace(parts=out.parts.reshape((out.parts.shape[0],) + lead + w.out_shape))
     return out.reshape(lead + w.out_shape)
