@@ -278,21 +278,23 @@ def test_fp8_dot_mode_is_validated(set_fp8_dot):
 # ---------------------------------------------------------------- the fused input RMSNorm
 
 
+@pytest.mark.parametrize("late", [False, True])
 @pytest.mark.parametrize("rows,dtype,fmt,launch", [
     (1, jnp.bfloat16, "fp8", None),  # split K: every split computes the whole rows' scale
     (3, jnp.float32, "fp8", L(32, 64)),
     (16, jnp.bfloat16, "nvfp4", None),  # packed: even and odd columns take their own norm entries
     (3, jnp.float32, "int4", L(32, 32, 2, unroll=3)),
 ])
-def test_fused_norm_matches_norm_then_reference(rows, dtype, fmt, launch):
-    """The kernel with a [layers, K] norm stack and a row: rms_norm(x, stack[row]) . w, the reference's."""
+def test_fused_norm_matches_norm_then_reference(rows, dtype, fmt, launch, late):
+    """The kernel with a [layers, K] norm stack and a row: rms_norm(x, stack[row]) . w, the reference's, with
+    the scale from a prologue or (late) summed alongside the weight stream and applied to the result."""
     rng = np.random.default_rng(rows + len(fmt))
     node, _ = _encode(fmt, _rows(rng))
     x = jnp.asarray(3 * rng.standard_normal((rows, K)), dtype)
     stack = jnp.asarray(1 + 0.5 * rng.standard_normal((4, K)), dtype)
-    got = kernel.quant_gemv(x, node, stack, 2, launch=launch, eps=1e-5, interpret=True)
+    got = kernel.quant_gemv(x, node, stack, 2, launch=launch, eps=1e-5, late_norm=late, interpret=True)
     _check(got, ref.quant_gemv(x, node, stack[2], eps=1e-5), dtype)
-    other = kernel.quant_gemv(x, node, stack, 1, launch=launch, eps=1e-5, interpret=True)
+    other = kernel.quant_gemv(x, node, stack, 1, launch=launch, eps=1e-5, late_norm=late, interpret=True)
     assert not np.allclose(np.asarray(other, np.float32), np.asarray(got, np.float32), atol=1e-2)  # the row matters
 
 
@@ -328,6 +330,8 @@ def test_fused_norm_lowers_to_one_kernel_for_every_row(fmt, verified_triton_lowe
         return [kernel.quant_gemv(a, w, s, row) for row in (3, 47)]
 
     text = jax.jit(two_layers).trace(x, node, stack).lower(lowering_platforms=("cuda",)).as_text()
+    late = jax.jit(lambda a, w, s: kernel.quant_gemv(a, w, s, 1, late_norm=True)).trace(x, node, stack)
+    assert "_latenorm" in late.lower(lowering_platforms=("cuda",)).as_text()
     assert verified_triton_lowering and all(verified_triton_lowering)
     assert len(set(re.findall(r'custom_call @__gpu\$xla\.gpu\.triton\(.*? ir = "(.*?)", ', text))) == 1
     assert "quant_gemv_" + fmt + "_rmsnorm" in text

@@ -151,7 +151,8 @@ def test_quantized_siblings_stay_separate_where_they_cannot_be_joined():
     assert fuse_projections(mixed, mesh, rules).gate_up is None
 
 
-@pytest.mark.parametrize("arch,gemv", [("Qwen3", "ref"), ("Qwen3", "kernel"), ("Qwen2", "kernel")])
+@pytest.mark.parametrize("arch,gemv", [("Qwen3", "ref"), ("Qwen3", "kernel"), ("Qwen2", "kernel"),
+                                       ("Qwen3", "kernel-late")])
 def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decode_kernel(arch, gemv, tmp_path,
                                                                                          monkeypatch):
     """A tiny Qwen3 (q/k norms) or Qwen2 (qkv bias) whose q/k/v/gate/up are fp8 nodes (16-row blocks, head_dim
@@ -188,7 +189,9 @@ def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decod
     joined = fuse_projections(separate, mesh, sharding.DEFAULT_RULES)
     assert _count_fused(joined) == (cfg.num_hidden_layers, cfg.num_hidden_layers)
     monkeypatch.setenv("DGJAX_ATTENTION", "kernel")
+    gemv, _, norm_mode = gemv.partition("-")  # kernel-late: the fused norm's scale applied after the dot
     monkeypatch.setenv("DGJAX_QUANT_GEMV", gemv)  # read at trace time: trace afresh, not from jit's cache
+    monkeypatch.setenv("DGJAX_QUANT_GEMV_NORM", norm_mode or "prologue")
     import paged_runner
 
     step = paged_runner.step_logits.__wrapped__  # a fresh function: jit caches traces per function

@@ -144,19 +144,20 @@ def k_loop(step, carry, k_steps: int, base, block_k: int, unroll: int, live=None
     return carry
 
 
-def rms_scales(x_ref, tokens: int, k: int, bk: int, eps: float):
-    """rsqrt(mean(x * x) + eps) of each x row over all `k` inputs, float32 [16, 1] (padding rows: rsqrt(eps)),
-    for `x_tiles`' fused RMSNorm. x is a few rows, so every program re-reads it (from L2) for this."""
+def row_squares(x_ref, tokens: int, k0, bk: int):
+    """sum(x * x) of each x row over inputs k0:k0+bk, float32 [16, 1] (padding rows: 0)."""
     r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
     c = lax.broadcasted_iota(jnp.int32, (1, bk), 1)
     ok = jnp.broadcast_to(r < tokens, (MIN_DOT, bk))
-    r = jnp.minimum(r, tokens - 1)
+    xf = plgpu.load(x_ref.at[jnp.minimum(r, tokens - 1), k0 + c], mask=ok, other=0).astype(jnp.float32)
+    return jnp.sum(xf * xf, axis=1, keepdims=True)
 
-    def body(i, acc):
-        xf = plgpu.load(x_ref.at[r, i * bk + c], mask=ok, other=0).astype(jnp.float32)
-        return acc + jnp.sum(xf * xf, axis=1, keepdims=True)
 
-    total = lax.fori_loop(0, k // bk, body, jnp.zeros((MIN_DOT, 1), jnp.float32))
+def rms_scales(x_ref, tokens: int, k: int, bk: int, eps: float):
+    """rsqrt(mean(x * x) + eps) of each x row over all `k` inputs, float32 [16, 1] (padding rows: rsqrt(eps)),
+    for `x_tiles`' fused RMSNorm. x is a few rows, so every program re-reads it (from L2) for this."""
+    total = lax.fori_loop(0, k // bk, lambda i, acc: acc + row_squares(x_ref, tokens, i * bk, bk),
+                          jnp.zeros((MIN_DOT, 1), jnp.float32))
     return lax.rsqrt(total / k + eps)
 
 
@@ -167,7 +168,8 @@ def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None) -> tuple:
     tiles (gate and up) the step multiplies it with.
 
     `norm` (norm_ref [R, K], row [1, 1] int32, scales from `rms_scales`): the rows are RMS-normalized first,
-    x * scale * norm_ref[row] in float32 rounded to x's dtype, as the model's rms_norm computes them."""
+    x * scale * norm_ref[row] in float32 rounded to x's dtype, as the model's rms_norm computes them. With
+    scales None only the norm weight is applied (x * norm_ref[row]; the caller scales the dot's result)."""
     cols = bk // 2 if op.packed else bk
     r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
     c = lax.broadcasted_iota(jnp.int32, (1, cols), 1)
@@ -180,7 +182,8 @@ def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None) -> tuple:
             return tile
         norm_ref, row, scale = norm
         g = plgpu.load(norm_ref.at[row, idx]).astype(jnp.float32)
-        return (tile.astype(jnp.float32) * scale * g).astype(tile.dtype)
+        xf = tile.astype(jnp.float32) if scale is None else tile.astype(jnp.float32) * scale
+        return (xf * g).astype(tile.dtype)
 
     if not op.packed:
         tile = load(k0 + c)

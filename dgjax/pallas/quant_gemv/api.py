@@ -12,6 +12,8 @@ by setting the variable before each trace.
 DGJAX_QUANT_GEMV_FUSE (all | norm | splits | none, default all) says which of the kernel's fusions the
 models may use: the input RMSNorm in the prologue (`norm`), split-K partials handed on unsummed as
 `SplitSums` (`splits`). Both were made to save launches, untimed on the GPU yet; the variable is their A/B.
+DGJAX_QUANT_GEMV_NORM (prologue | late, default prologue) says how a fused norm runs: the rows' RMS scale
+over all of K before the weight stream, or summed alongside it and applied to the result (kernel.py).
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ FUSE_ENV_VAR = "DGJAX_QUANT_GEMV_FUSE"
 FUSIONS = ("all", "norm", "splits", "none")
 
 
+NORM_ENV_VAR = "DGJAX_QUANT_GEMV_NORM"
+NORM_MODES = ("prologue", "late")
+
+
 def fusions() -> tuple[bool, bool]:
     """(fuse the norm, keep splits) as DGJAX_QUANT_GEMV_FUSE allows them."""
     chosen = choose_impl(None, FUSE_ENV_VAR, FUSIONS, "quant gemv fusion", default="all")
@@ -89,8 +95,10 @@ def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = No
     if not kernel_ok:
         return reference_matmul(x, w, contract=contract, out_dtype=out_dtype)
     stack, row = (None, 0) if norm is None else stacked.as_stack(norm)
+    late = norm is not None and choose_impl(None, NORM_ENV_VAR, NORM_MODES, "fused norm", "prologue") == "late"
     out = kernel.quant_gemv(x.reshape(rows, w.k), w, stack, row, out_dtype=out_dtype, launch=launch, eps=eps,
-                            keep_splits=keep_splits and fuse_splits, interpret=jax.default_backend() != "gpu")
+                            keep_splits=keep_splits and fuse_splits, late_norm=late,
+                            interpret=jax.default_backend() != "gpu")
     if isinstance(out, SplitSums):
         return out.replace(parts=out.parts.reshape((out.parts.shape[0],) + lead + w.out_shape))
     return out.reshape(lead + w.out_shape)

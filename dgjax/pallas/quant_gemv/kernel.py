@@ -32,6 +32,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
@@ -107,7 +108,8 @@ def check_launch(op: Operand, launch: Launch) -> None:
         raise ValueError(f"{launch} does not tile a [{op.k}, {op.n}] {op.fmt} weight (scale block {op.scale_block})")
 
 
-def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: int, normed: bool, eps: float):
+def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: int, normed: bool, eps: float,
+                 late_norm: bool):
     w_refs, o_ref = refs[:-3] if normed else refs[:-1], refs[-1]
     j, s = pl.program_id(0), pl.program_id(1)
     bk, bn = launch.block_k, launch.block_n
@@ -115,16 +117,25 @@ def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: 
     loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
                              unroll=launch.unroll)
     norm = None
-    if normed:  # the RMSNorm before the projection, in the prologue (row: a runtime value, one kernel per shape)
+    if normed:  # the RMSNorm before the projection (row: a runtime value, one kernel per shape)
         norm_ref, row_ref = refs[-3], refs[-2]
         row = jnp.zeros((1, 1), jnp.int32) + row_ref[0]
-        norm = (norm_ref, row, tiles.rms_scales(x_ref, rows, op.k, bk, eps))
+        # prologue: the rows' scales over all of K first; late: the dot runs on x * g and the scale, summed
+        # from every split's x range alongside the weight stream, multiplies the accumulator at the end
+        norm = (norm_ref, row, None if late_norm else tiles.rms_scales(x_ref, rows, op.k, bk, eps))
+    span = k_steps * bk  # one split's K range
 
-    def step(k0, acc):
+    def step(k0, carry):
+        acc, sq = carry
         xs = tiles.x_tiles(x_ref, rows, k0, bk, op, norm)
-        return acc + tiles.tile_dot(xs, w_refs, op, 0, k0, n0, bk, bn)
+        if normed and late_norm:
+            for other in range(launch.splits):
+                sq = sq + tiles.row_squares(x_ref, rows, k0 + (other - s) * span, bk)
+        return acc + tiles.tile_dot(xs, w_refs, op, 0, k0, n0, bk, bn), sq
 
-    acc = loop(step, jnp.zeros((MAX_ROWS, bn), jnp.float32))
+    acc, sq = loop(step, (jnp.zeros((MAX_ROWS, bn), jnp.float32), jnp.zeros((MAX_ROWS, 1), jnp.float32)))
+    if normed and late_norm:
+        acc = acc * lax.rsqrt(sq / op.k + eps)
     tiles.store_rows(o_ref, acc.astype(o_ref.dtype), rows)
 
 
@@ -132,14 +143,16 @@ def _whole(shape):
     return pl.BlockSpec(shape, lambda *_: (0,) * len(shape))
 
 
-@functools.partial(jax.jit, static_argnames=("out_dtype", "launch", "eps", "keep_splits", "interpret"))
+@functools.partial(jax.jit, static_argnames=("out_dtype", "launch", "eps", "keep_splits", "late_norm", "interpret"))
 def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: jax.Array | int = 0, *,
                out_dtype: Any = None, launch: Launch | None = None, eps: float = 1e-6, keep_splits: bool = False,
-               interpret: bool = False) -> Any:
+               late_norm: bool = False, interpret: bool = False) -> Any:
     """x [rows, K] . w (dense [*in, *out], K = prod(in), N = prod(out)) -> [rows, N] in `out_dtype` (x's).
 
     With `norm` ([K], or [R, K] stacked over layers, row `norm_row`): rms_norm(x, norm) . w, the norm applied
-    in the kernel's prologue instead of a launch of its own (`ref.quant_gemv`'s contract).
+    in the kernel's prologue instead of a launch of its own (`ref.quant_gemv`'s contract). `late_norm`: no
+    prologue; the dot runs on x * norm (rounded to x's dtype) and the rows' RMS scale, accumulated alongside
+    the weight stream, multiplies the result (the same value up to where x's dtype rounds).
     `keep_splits`: a split-K launch returns its float32 partials unsummed, as a `SplitSums` [splits, rows, N]
     whose `value()` is the ordinary result (for consumer kernels that sum while loading)."""
     rows = x.shape[0]
@@ -161,7 +174,7 @@ def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: ja
     if normed:
         arrays = list(arrays) + [norm.reshape(-1, op.k), jnp.asarray(norm_row, jnp.int32).reshape(1)]
     kernel = functools.partial(_gemv_kernel, op=op, rows=rows, launch=launch, k_steps=op.k // (splits * bk),
-                               normed=normed, eps=eps)
+                               normed=normed, eps=eps, late_norm=late_norm)
     out = pl.pallas_call(
         kernel,
         grid=(op.n // bn, splits),
@@ -170,7 +183,7 @@ def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: ja
         out_shape=out_shape,
         compiler_params=plgpu.CompilerParams(num_warps=launch.num_warps, num_stages=launch.num_stages),
         interpret=interpret,
-        name=f"quant_gemv_{op.fmt}{'_rmsnorm' if normed else ''}_r{rows}_{launch.tag()}",
+        name=f"quant_gemv_{op.fmt}{('_latenorm' if late_norm else '_rmsnorm') if normed else ''}_r{rows}_{launch.tag()}",
     )(x, *arrays)
     if splits == 1:
         return out
