@@ -261,7 +261,7 @@ class Engine:
         host = sampler.build_sampling_tensors(
             [s.req.params for s in seqs], width, MAX_LOGIT_BIAS, [s.seed for s in seqs]
         )
-        dev = jax.tree.map(self._loaded.executor.put, host)
+        dev = self._loaded.executor.put(host)  # one batched transfer for every leaf
         self._st_cache = (width, tuple(seqs), dev)
         return dev
 
@@ -299,7 +299,7 @@ class Engine:
         host = (slot_ids, active, tables)
         cached = self._layout_cache
         if cached is None or not all(np.array_equal(a, b) for a, b in zip(cached[0], host)):
-            cached = self._layout_cache = (host, tuple(ex.put(a) for a in host))
+            cached = self._layout_cache = (host, tuple(ex.put(list(host))))  # one batched transfer
         return (width, *cached[1])
 
     def _dispatch_decode(self, rows: list[Sequence]) -> _Inflight:

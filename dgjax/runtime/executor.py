@@ -197,7 +197,8 @@ class Executor:
                 return c
         return self.prefill_buckets[-1]
 
-    def put(self, x) -> jax.Array:
+    def put(self, x):
+        """x (an array or a pytree of them) replicated on the mesh, in one batched transfer."""
         return jax.device_put(x, self._replicated)
 
     def init_slot(self, slot: int, prompt_mask_row: np.ndarray) -> None:
