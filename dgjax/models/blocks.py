@@ -235,8 +235,8 @@ def attention(
             q, k, v = _project_qkv(p, x)
         if p.q_norm is not None:
             with jax.named_scope("qk_norm"):
-                q = rms_norm(q, stacked.value(p.q_norm), cfg.rms_norm_eps)
-                k = rms_norm(k, stacked.value(p.k_norm), cfg.rms_norm_eps)
+                q = rms_norm(q, p.q_norm, cfg.rms_norm_eps)  # rms_norm reads a StackedRow's row
+                k = rms_norm(k, p.k_norm, cfg.rms_norm_eps)
         cos, sin = cos_sin
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         with jax.named_scope("write_kv"):

@@ -24,9 +24,9 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from dgjax.pallas.stacked import StackedRow
 
-PACKED_FIELDS = ("post_attention_norm",)  # layer fields, unpacked as slices
-ROW_FIELDS = ("input_norm",)  # layer fields, unpacked as StackedRows
-PACKED_ATTN_FIELDS = ("q_norm", "k_norm")  # layer.attn fields, unpacked as StackedRows
+# Layer fields ("attn." for fields of layer.attn) packed into one stack each.
+PACKED_FIELDS = ("post_attention_norm",)  # unpacked as slices
+ROW_FIELDS = ("input_norm", "attn.q_norm", "attn.k_norm")  # unpacked as StackedRows
 
 
 @flax.struct.dataclass
@@ -52,24 +52,27 @@ def _stack(leaves: list) -> jax.Array | None:
 
 
 def pack(params: Any) -> PackedParams:
-    """Stack each PACKED_FIELDS / PACKED_ATTN_FIELDS vector over the layers when every layer has one of the
-    same shape, dtype and sharding; other parameters pass through unchanged."""
+    """Stack each PACKED_FIELDS / ROW_FIELDS vector over the layers when every layer has one of the same shape,
+    dtype and sharding; other parameters pass through unchanged."""
     layers = getattr(params, "layers", None)
     if not layers:
         return PackedParams(params, {})
     stacks = {}
     for name in PACKED_FIELDS + ROW_FIELDS:
-        stack = _stack([getattr(layer, name, None) for layer in layers])
+        stack = _stack([_field(layer, name) for layer in layers])
         if stack is not None:
             stacks[name] = stack
-    for name in PACKED_ATTN_FIELDS:
-        stack = _stack([getattr(getattr(layer, "attn", None), name, None) for layer in layers])
-        if stack is not None:
-            stacks["attn." + name] = stack
     if not stacks:
         return PackedParams(params, {})
     return PackedParams(params.replace(layers=tuple(_with_fields(layer, {n: None for n in stacks})
                                                     for layer in layers)), stacks)
+
+
+def _field(layer: Any, name: str) -> Any:
+    """layer.<name>, "attn." names reading layer.attn (None where missing)."""
+    if name.startswith("attn."):
+        layer, name = getattr(layer, "attn", None), name[len("attn."):]
+    return getattr(layer, name, None)
 
 
 def _with_fields(layer: Any, values: dict[str, Any]) -> Any:

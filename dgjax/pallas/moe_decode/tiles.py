@@ -144,12 +144,17 @@ def k_loop(step, carry, k_steps: int, base, block_k: int, unroll: int, live=None
     return carry
 
 
+def _x_rows(x_ref, tokens: int, idx):
+    """x[:, idx] for idx [1, cols] as a [16, cols] tile: the `tokens` real rows, padding rows 0 (masked loads;
+    they read the last real row's address, masked off)."""
+    r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
+    ok = jnp.broadcast_to(r < tokens, (MIN_DOT, idx.shape[1]))
+    return plgpu.load(x_ref.at[jnp.minimum(r, tokens - 1), idx], mask=ok, other=0)
+
+
 def row_squares(x_ref, tokens: int, k0, bk: int):
     """sum(x * x) of each x row over inputs k0:k0+bk, float32 [16, 1] (padding rows: 0)."""
-    r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
-    c = lax.broadcasted_iota(jnp.int32, (1, bk), 1)
-    ok = jnp.broadcast_to(r < tokens, (MIN_DOT, bk))
-    xf = plgpu.load(x_ref.at[jnp.minimum(r, tokens - 1), k0 + c], mask=ok, other=0).astype(jnp.float32)
+    xf = _x_rows(x_ref, tokens, k0 + lax.broadcasted_iota(jnp.int32, (1, bk), 1)).astype(jnp.float32)
     return jnp.sum(xf * xf, axis=1, keepdims=True)
 
 
@@ -170,14 +175,10 @@ def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None) -> tuple:
     `norm` (norm_ref [R, K], row [1, 1] int32, scales from `rms_scales`): the rows are RMS-normalized first,
     x * scale * norm_ref[row] in float32 rounded to x's dtype, as the model's rms_norm computes them. With
     scales None only the norm weight is applied (x * norm_ref[row]; the caller scales the dot's result)."""
-    cols = bk // 2 if op.packed else bk
-    r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
-    c = lax.broadcasted_iota(jnp.int32, (1, cols), 1)
-    ok = jnp.broadcast_to(r < tokens, (MIN_DOT, cols))
-    r = jnp.minimum(r, tokens - 1)  # padding rows read the last real row, masked off
+    c = lax.broadcasted_iota(jnp.int32, (1, bk // 2 if op.packed else bk), 1)
 
     def load(idx):
-        tile = plgpu.load(x_ref.at[r, idx], mask=ok, other=0)
+        tile = _x_rows(x_ref, tokens, idx)
         if norm is None:
             return tile
         norm_ref, row, scale = norm

@@ -125,17 +125,21 @@ def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: 
         norm = (norm_ref, row, None if late_norm else tiles.rms_scales(x_ref, rows, op.k, bk, eps))
     span = k_steps * bk  # one split's K range
 
-    def step(k0, carry):
-        acc, sq = carry
-        xs = tiles.x_tiles(x_ref, rows, k0, bk, op, norm)
-        if normed and late_norm:
-            for other in range(launch.splits):
-                sq = sq + tiles.row_squares(x_ref, rows, k0 + (other - s) * span, bk)
-        return acc + tiles.tile_dot(xs, w_refs, op, 0, k0, n0, bk, bn), sq
+    def step(k0, acc):
+        return acc + tiles.tile_dot(tiles.x_tiles(x_ref, rows, k0, bk, op, norm), w_refs, op, 0, k0, n0, bk, bn)
 
-    acc, sq = loop(step, (jnp.zeros((MAX_ROWS, bn), jnp.float32), jnp.zeros((MAX_ROWS, 1), jnp.float32)))
+    def late_step(k0, carry):  # also sums every split's x squares at this step's offset in its range
+        acc, sq = carry
+        for other in range(launch.splits):
+            sq = sq + tiles.row_squares(x_ref, rows, k0 + (other - s) * span, bk)
+        return step(k0, acc), sq
+
+    acc = jnp.zeros((MAX_ROWS, bn), jnp.float32)
     if normed and late_norm:
+        acc, sq = loop(late_step, (acc, jnp.zeros((MAX_ROWS, 1), jnp.float32)))
         acc = acc * lax.rsqrt(sq / op.k + eps)
+    else:
+        acc = loop(step, acc)
     tiles.store_rows(o_ref, acc.astype(o_ref.dtype), rows)
 
 
