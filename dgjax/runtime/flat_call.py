@@ -2,9 +2,10 @@
 
 Why: a decode tick passes the same parameters (hundreds of arrays) to the same executable every time, and a
 jax `Compiled` call flattens the whole argument pytree and checks every leaf on each call. On the 2-core dev
-CPU that call cost 557 µs for 600 small arguments against 248 µs for the runtime executable fed the flat
-buffer list (measured by hand, see tests/runtime/test_flat_call.py for what is checked). `FlatCall` keeps the
-parameters' leaves and forwards only the rest of the arguments each call.
+CPU a hand-timed call with 600 small arguments took 557 µs that way against 248 µs for the runtime
+executable fed the flat buffer list (an indication, not a claim: benchmarks/campaign_s8a.sh times it in the
+engine on the GPU; tests/runtime/test_flat_call.py says what is checked). `FlatCall` keeps the parameters'
+leaves and forwards only the rest of the arguments each call.
 
 This uses jax internals (`Compiled._executable.unsafe_call`: kept_var_idx, xla_executable, out_handler, as in
 jax 0.10-0.11). `bind` returns the compiled executable itself where they are missing or the executable needs
