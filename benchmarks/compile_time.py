@@ -34,7 +34,7 @@ def run_variant(preset: str, variant: str, quantize: str | None, tiny: bool, chu
     if variant in ("no-attn", "none"):
         param_packing.ROW_FIELDS = tuple(f for f in param_packing.ROW_FIELDS if not f.startswith("attn."))
     if variant == "none":
-        param_packing.PACKED_FIELDS = param_packing.ROW_FIELDS = ()
+        param_packing.ROW_FIELDS = ()
     times: list[tuple[str, float]] = []
 
     class Grab(logging.Handler):

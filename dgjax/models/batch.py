@@ -60,13 +60,17 @@ class KVCache:
     def pool_of(self, layer: int) -> int:
         return layer // self.layers_per_pool
 
+    def page_offset(self, layer: int) -> int:
+        """Where `layer`'s pages start in its pool: per-layer page ids plus this are pool page ids."""
+        return (layer % self.layers_per_pool) * self.num_pages
+
     def layer_tables(self, block_tables: jax.Array, layer: int) -> jax.Array:
         """Block tables [B, P] of per-layer page ids -> page ids of `layer` in its pool."""
-        return block_tables + (layer % self.layers_per_pool) * self.num_pages
+        return block_tables + self.page_offset(layer)
 
     def layer_slots(self, slots: jax.Array, layer: int) -> jax.Array:
         """Flat per-layer cache slots -> flat slots of `layer` in its pool."""
-        return slots + (layer % self.layers_per_pool) * self.num_pages * self.page_size
+        return slots + self.page_offset(layer) * self.page_size
 
 
 MAX_POOL_ELEMENTS = 2**31 - 1  # int32 element offsets inside the attention kernels

@@ -20,6 +20,7 @@ from dgjax.models.batch import ForwardBatch
 from dgjax.models.ops import matmul
 from dgjax.models.params import ParamSpec, normal_init, ones_init, zeros_init
 from dgjax.pallas import split_sums, stacked
+from dgjax.pallas.add_rms_norm import api as add_norm
 from dgjax.pallas.fused_decode_attention import api as fused_decode
 from dgjax.pallas.gemv import ref as gemv_ref
 from dgjax.pallas.paged_attention import api as paged
@@ -35,6 +36,13 @@ def rms_norm(x: jax.Array, weight: Any, eps: float) -> jax.Array:
     """RMSNorm over the last axis, computed in float32, returned in x's dtype (`weight` may be a StackedRow)."""
     with jax.named_scope("rms_norm"):
         return gemv_ref.rms_norm(x, stacked.value(weight), eps)
+
+
+def add_rms_norm(x: jax.Array, delta: Any, weight: Any, eps: float) -> tuple[jax.Array, jax.Array]:
+    """(x + delta, rms_norm(x + delta)): the residual add and the norm after it. `delta` may be a split-K
+    projection's SplitSums, which a decode tick on the GPU finishes in the same kernel (dgjax/pallas/add_rms_norm)."""
+    with jax.named_scope("add_rms_norm"):
+        return add_norm.add_rms_norm(x, delta, weight, eps)
 
 
 # ---------------------------------------------------------------- rotary embeddings
@@ -184,7 +192,8 @@ def _project_qkv(p: AttentionParams, x: jax.Array) -> tuple[jax.Array, jax.Array
     return q, y[..., group, :], y[..., group + 1, :]
 
 
-def _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, cos_sin, cfg, sliding_window):
+def _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, cos_sin, cfg, sliding_window,
+                            page_offset):
     with jax.named_scope("attention_decode"):
         with jax.named_scope("qkv"):  # the input norm runs inside the GEMV where its kernel does
             # [B, kv_heads, group + 2, head_dim]; a split-K quantized GEMV hands over its partial sums unsummed
@@ -196,12 +205,13 @@ def _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, co
         o, k_pages, v_pages = fused_decode.decode_attention(
             qkv, cos[:, 0], sin[:, 0], k_pages, v_pages, batch.block_tables, batch.context_lens,
             batch.positions, batch.query_lens, slots, scale=cfg.head_dim**-0.5, eps=cfg.rms_norm_eps,
-            q_norm=p.q_norm, k_norm=p.k_norm, sliding_window=sliding_window,
+            q_norm=p.q_norm, k_norm=p.k_norm, sliding_window=sliding_window, page_offset=page_offset,
         )
-        with jax.named_scope("o_proj"):
-            out = matmul(o[:, None], p.o, contract=2)
+        with jax.named_scope("o_proj"):  # split-K partials may stay unsummed for the add + norm that follows
+            out = matmul(o[:, None], p.o, contract=2, keep_splits=add_norm.use_kernel(x, splits=True))
             if p.o_bias is not None:
-                out = out + p.o_bias.astype(out.dtype)
+                out = (out.replace(bias=p.o_bias) if isinstance(out, split_sums.SplitSums)
+                       else out + p.o_bias.astype(out.dtype))
         return out, k_pages, v_pages
 
 
@@ -216,18 +226,26 @@ def attention(
     cfg: ModelConfig,
     sliding_window: int | None,
     input_norm: jax.Array | None = None,
+    page_offset: int = 0,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Self-attention of x [B, T, embed] through the paged cache: (output, new k_pages, new v_pages).
 
     `input_norm`: the layer's pre-attention RMSNorm weight, applied to x here (x is then the raw residual
     stream) so that decode can fuse it into the qkv GEMV (dgjax/pallas/gemv).
+    `page_offset`: where this layer's pages start in a pool several layers share (KVCache.page_offset);
+    `batch.block_tables` and `slots` hold per-layer page ids and slots. The fused decode kernel adds the offset
+    as it reads them, so the shift costs no launch of its own (XLA ran two small index fusions per layer for
+    it); the other paths shift them here.
     Decode (T == 1) with fused qkv weights hands the projection's output to one fused call (norm, rope,
     K/V append and attention: dgjax/pallas/fused_decode_attention) instead of the separate steps below.
     """
     if x.shape[1] == 1 and p.qkv is not None and fused_decode.supported(
             p.qkv.shape, cos_sin[0].shape[-1], k_pages.dtype):
         return _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, cos_sin, cfg,
-                                       sliding_window)
+                                       sliding_window, page_offset)
+    if page_offset:
+        batch = batch.replace(block_tables=batch.block_tables + page_offset)
+        slots = slots + page_offset * k_pages.shape[1]
     if input_norm is not None:
         x = rms_norm(x, input_norm, cfg.rms_norm_eps)
     with jax.named_scope("attention"):

@@ -72,13 +72,11 @@ def run_decoder(params: Any, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig,
     for i, layer in enumerate(params.layers):
         with jax.named_scope(f"layer_{i}"):
             g = kv.pool_of(i)
-            layer_batch = batch.replace(block_tables=kv.layer_tables(batch.block_tables, i))
             h, k_pools[g], v_pools[g] = blocks.attention(
-                layer.attn, x, k_pools[g], v_pools[g], layer_batch, kv.layer_slots(slots, i), cos_sin, cfg,
-                cfg.layer_sliding_window(i), input_norm=layer.input_norm,
+                layer.attn, x, k_pools[g], v_pools[g], batch, slots, cos_sin, cfg, cfg.layer_sliding_window(i),
+                input_norm=layer.input_norm, page_offset=kv.page_offset(i),
             )
-            x = x + h
-            h = blocks.rms_norm(x, layer.post_attention_norm, cfg.rms_norm_eps)
+            x, h = blocks.add_rms_norm(x, h, layer.post_attention_norm, cfg.rms_norm_eps)
             x = x + feed_forward(layer, h, valid)
     with jax.named_scope("final_norm"):
         x = blocks.rms_norm(x, params.final_norm, cfg.rms_norm_eps)

@@ -4,11 +4,11 @@ Why: each array passed to an executable costs the host ~1.4 µs per call on the 
 (benchmarks/results/2026-12-01-s6d-host-cost.md), and a decode tick is one call. The per-layer RMSNorm weights
 (`input_norm`, `post_attention_norm`: 2 per layer, 96 arrays for a 48-layer model; Qwen3's q/k head norms
 `attn.q_norm`, `attn.k_norm`: 2 more) are stacked into [layers, ...] arrays.
-- `post_attention_norm` only feeds XLA's own norm fusions: layer i gets the slice, which fuses for free.
-- `input_norm` and the q/k head norms reach the model as `StackedRow`s: the Pallas kernels that apply them
-  (the quantized GEMV's fused norm, the fused decode attention) read their row in place, with the row as a
-  kernel argument so all layers share one compiled kernel; XLA code slices them. A slice handed to a Pallas
-  call would be a copy kernel (benchmarks/results/2026-12-01-session7-summary.md).
+They reach the model as `StackedRow`s: the Pallas kernels that apply them (the quantized GEMV's fused input
+norm, the fused decode attention's q/k norms, the residual add + norm after attention) read their row in
+place, with the row as a kernel argument so all layers share one compiled kernel; XLA code slices them, which
+fuses for free. A slice handed to a Pallas call would be a copy kernel
+(benchmarks/results/2026-12-01-session7-summary.md).
 Weights that Pallas kernels stream (projections, experts) stay separate. Prefill executables take the
 unpacked parameters: per-layer slices make each layer's fusions distinct, which XLA compiles one by one.
 """
@@ -24,9 +24,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from dgjax.pallas.stacked import StackedRow
 
-# Layer fields ("attn." for fields of layer.attn) packed into one stack each.
-PACKED_FIELDS = ("post_attention_norm",)  # unpacked as slices
-ROW_FIELDS = ("input_norm", "attn.q_norm", "attn.k_norm")  # unpacked as StackedRows
+# Layer fields ("attn." for fields of layer.attn) packed into one stack each, unpacked as StackedRows.
+ROW_FIELDS = ("input_norm", "post_attention_norm", "attn.q_norm", "attn.k_norm")
 
 
 @flax.struct.dataclass
@@ -52,13 +51,13 @@ def _stack(leaves: list) -> jax.Array | None:
 
 
 def pack(params: Any) -> PackedParams:
-    """Stack each PACKED_FIELDS / ROW_FIELDS vector over the layers when every layer has one of the same shape,
+    """Stack each ROW_FIELDS vector over the layers when every layer has one of the same shape,
     dtype and sharding; other parameters pass through unchanged."""
     layers = getattr(params, "layers", None)
     if not layers:
         return PackedParams(params, {})
     stacks = {}
-    for name in PACKED_FIELDS + ROW_FIELDS:
+    for name in ROW_FIELDS:
         stack = _stack([_field(layer, name) for layer in layers])
         if stack is not None:
             stacks[name] = stack
@@ -85,12 +84,11 @@ def _with_fields(layer: Any, values: dict[str, Any]) -> Any:
 
 
 def unpack(packed: PackedParams) -> Any:
-    """The model's parameters again (inside a traced step): PACKED_FIELDS become slices of their stacks, the
-    other packed vectors StackedRows of theirs."""
+    """The model's parameters again (inside a traced step), each packed vector a StackedRow of its stack."""
     if not packed.stacks:
         return packed.params
     layers = tuple(
-        _with_fields(layer, {n: s[i] if n in PACKED_FIELDS else StackedRow(s, i) for n, s in packed.stacks.items()})
+        _with_fields(layer, {n: StackedRow(s, i) for n, s in packed.stacks.items()})
         for i, layer in enumerate(packed.params.layers))
     return packed.params.replace(layers=layers)
 

@@ -151,8 +151,8 @@ def test_kernel_lowers_with_stacked_norms(verified_triton_lowering):
 
 
 def test_layers_reading_different_norm_rows_share_one_kernel():
-    """The norm row is a kernel argument: two layers' calls lower to the very same Triton kernel (as a
-    compile-time constant it made every layer's kernel distinct, and XLA compiled each one)."""
+    """The norm row and the page offset are kernel arguments: two layers' calls lower to the very same Triton
+    kernel (as a compile-time constant the row made every layer's kernel distinct, and XLA compiled each one)."""
     import re
 
     d = 128
@@ -160,9 +160,9 @@ def test_layers_reading_different_norm_rows_share_one_kernel():
 
     def two_layers(qkv, cos, sin, kp, vp, *rest):
         outs = []
-        for row in (3, 47):
+        for row, offset in ((3, 0), (47, 16)):
             o, kp, vp = kernel.fused_decode_attention(qkv, cos, sin, kp, vp, *rest, scale=d**-0.5, num_splits=1,
-                                                      norm_row=row)
+                                                      norm_row=row, page_offset=offset)
             outs.append(o)
         return outs, kp, vp
 
@@ -212,3 +212,28 @@ def test_kernel_lowers_with_split_sums(verified_triton_lowering):
 
     jax.jit(run).trace(sums, *args).lower(lowering_platforms=("cuda",))
     assert verified_triton_lowering == [True, True]  # the attention kernel and its split merge
+
+
+@pytest.mark.parametrize("impl", ["kernel", "ref"])
+def test_page_offset_reads_and_writes_the_layers_part_of_a_shared_pool(impl):
+    """Two layers in one pool: layer 1's pages start at page PAGES. Given per-layer tables and slots and the
+    offset, the call attends and writes layer 1's pages exactly as the reference does on shifted tables and
+    slots, and leaves layer 0's pages untouched."""
+    from dgjax.pallas.fused_decode_attention import api
+
+    c = _case(21, 3, 2, 2, 64, 64, jnp.float32, True)
+    rng = np.random.default_rng(21)
+    layer0 = jnp.asarray(rng.standard_normal(c["k_pages"].shape), jnp.float32)
+    pool_k = jnp.concatenate([layer0, c["k_pages"]])
+    pool_v = jnp.concatenate([layer0, c["v_pages"]])
+    shifted = c | {"k_pages": pool_k, "v_pages": pool_v, "block_tables": c["block_tables"] + PAGES,
+                   "slots": c["slots"] + PAGES * PAGE}
+    want = ref.fused_decode_attention(**shifted, scale=0.125, eps=1e-6)
+    got = api.decode_attention(**(c | {"k_pages": pool_k, "v_pages": pool_v}), scale=0.125, eps=1e-6,
+                               page_offset=PAGES, impl=impl, num_splits=2)
+    np.testing.assert_allclose(np.asarray(got[0]), np.asarray(want[0]), atol=2e-5, rtol=1e-5)
+    for g, w in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=1e-6, rtol=0)
+        np.testing.assert_array_equal(np.asarray(g[:PAGES]), np.asarray(layer0))
+    unshifted = ref.fused_decode_attention(**(c | {"k_pages": pool_k, "v_pages": pool_v}), scale=0.125, eps=1e-6)
+    assert not np.allclose(np.asarray(unshifted[0]), np.asarray(want[0]), atol=1e-3)  # the offset does matter

@@ -196,6 +196,43 @@ def test_all_tokens_on_the_same_experts_are_computed_once_per_expert():
     _check(parts.sum(axis=(0, 1)), ref.moe_decode(*args), jnp.float32)
 
 
+def _outer_primitives(closed) -> list[str]:
+    """Primitive names of a jaxpr and its nested calls, not looking inside pallas_call (the kernels)."""
+    names = []
+    for eqn in closed.jaxpr.eqns:
+        names.append(eqn.primitive.name)
+        inner = eqn.params.get("jaxpr")  # a jit's closed jaxpr
+        if eqn.primitive.name != "pallas_call" and hasattr(inner, "jaxpr"):
+            names += _outer_primitives(inner)
+    return names
+
+
+@pytest.mark.parametrize("fmt,dtype,gate_up", [("plain", jnp.float32, L(16, 16, 2)), ("plain", jnp.float32, L(16, 16, 4)),
+                                               ("fp8", jnp.bfloat16, L(16, 16, 2))])
+def test_split_gate_up_partials_are_finished_inside_the_down_stage(fmt, dtype, gate_up):
+    """With K splits in the gate/up stage, the down stage sums the float32 partials, applies the activation
+    and rounds as it loads h (no jnp finish between the two kernels), giving what the jnp finish gives."""
+    rng = np.random.default_rng(gate_up.splits)
+    dense = _dense(rng)
+    weights_in = [_fp8(w) for w in dense] if fmt == "fp8" else [jnp.asarray(w, dtype) for w in dense]
+    ids, weights = _routing(rng, 3, 2)
+    x = jnp.asarray(rng.standard_normal((3, H)), dtype)
+    args = (x, jnp.asarray(ids), jnp.asarray(weights), *weights_in)
+    config = kernel.Config(gate_up, L(16, 16))
+    inside = kernel.moe_decode(*args, config=config, interpret=True)
+    outside = kernel.moe_decode(*args, config=config, interpret=True, act_in_down=False)
+    tol = 1e-6 if dtype == jnp.float32 else 1e-2
+    np.testing.assert_allclose(np.asarray(inside, np.float32), np.asarray(outside, np.float32), atol=tol, rtol=tol)
+    _check(inside, ref.moe_decode(*args), dtype)
+
+    def outer(fuse):
+        closed = jax.make_jaxpr(lambda *a: kernel.moe_decode(*a, config=config, act_in_down=fuse))(*args)
+        return _outer_primitives(closed)
+
+    assert outer(True).count("pallas_call") == 2 and "logistic" not in outer(True)
+    assert "logistic" in outer(False)  # the jnp finish the fusion removes
+
+
 # ---------------------------------------------------------------- launch choices and dispatch
 
 

@@ -79,13 +79,14 @@ def test_fused_decode_kernel_path_matches_transformers(hf_config, gemv, tmp_path
 
 # ---- quantized siblings (dgjax.quant.rows): joined from their packed rows, bit for bit
 
-def _quant_node(fmt: str, w: np.ndarray):
-    """Dense [e, *out] float32 -> a node over its [N, e] rows (numpy encoders; fp8 with 16-row blocks)."""
+def _quant_node(fmt: str, w: np.ndarray, in_dims: int = 1):
+    """Dense [*in, *out] float32 (`in_dims` input dims) -> a node over its [N, K] rows (numpy encoders; fp8
+    with 16-row blocks)."""
     from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, fp8_block, int_group, mxfp4, nvfp4
 
-    e = w.shape[0]
+    e = int(np.prod(w.shape[:in_dims]))
     rows = w.reshape(e, -1).T
-    geo = dict(shape=w.shape, in_dims=1, expert_dims=0)
+    geo = dict(shape=w.shape, in_dims=in_dims, expert_dims=0)
     if fmt == "fp8":
         values, scale = fp8_block.quantize_np(rows, (16, 16))
         return Fp8BlockWeight(weight=jnp.asarray(values), scale=jnp.asarray(scale), block=(16, 16), **geo)
@@ -159,7 +160,8 @@ def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decod
     32): joined, decode goes through the fused decode attention kernel (interpreted) and gives the logits of
     the separate nodes. With the quantized GEMV kernel (interpreted), the joined qkv applies the input norm
     in its prologue and, split 4 ways over K, hands its partial sums (SplitSums, with the bias) to the
-    attention kernel unsummed."""
+    attention kernel unsummed, and the fp8 o projection hands its split-K partials to the residual add + norm
+    kernel."""
     import torch
     import transformers
 
@@ -179,7 +181,8 @@ def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decod
 
     def to_fp8(node):
         if isinstance(node, blocks.AttentionParams):
-            return node.replace(**{n: _quant_node("fp8", np.asarray(getattr(node, n))) for n in ("q", "k", "v")})
+            return node.replace(o=_quant_node("fp8", np.asarray(node.o), in_dims=2),
+                                **{n: _quant_node("fp8", np.asarray(getattr(node, n))) for n in ("q", "k", "v")})
         if isinstance(node, blocks.MLPParams):
             return node.replace(**{n: _quant_node("fp8", np.asarray(getattr(node, n))) for n in ("gate", "up")})
         return node
@@ -192,6 +195,7 @@ def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decod
     gemv, _, norm_mode = gemv.partition("-")  # kernel-late: the fused norm's scale applied after the dot
     monkeypatch.setenv("DGJAX_QUANT_GEMV", gemv)  # read at trace time: trace afresh, not from jit's cache
     monkeypatch.setenv("DGJAX_QUANT_GEMV_NORM", norm_mode or "prologue")
+    monkeypatch.setenv("DGJAX_ADD_NORM", gemv)
     import paged_runner
 
     step = paged_runner.step_logits.__wrapped__  # a fresh function: jit caches traces per function
@@ -205,6 +209,10 @@ def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decod
     monkeypatch.setattr(blocks_module.fused_decode, "decode_attention",
                         lambda qkv, *a, **k: traced.append((type(qkv), getattr(qkv, "bias", None) is not None))
                         or real(qkv, *a, **k))
+    added = []  # what reaches the residual add + norm (decode ticks of both models, and prefill)
+    real_add = blocks_module.add_norm.add_rms_norm
+    monkeypatch.setattr(blocks_module.add_norm, "add_rms_norm",
+                        lambda x, delta, *a, **k: added.append((x.shape[1], type(delta))) or real_add(x, delta, *a, **k))
     want = PagedRunner(cfg, separate, mesh, seed=3)
     got = PagedRunner(cfg, joined, mesh, seed=3)
     np.testing.assert_allclose(got.prefill("s", PROMPT), want.prefill("s", PROMPT), atol=2e-5, rtol=0)
@@ -216,3 +224,5 @@ def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decod
     assert len(traced) >= cfg.num_hidden_layers  # every layer's decode went through the fused kernel
     assert all((t is SplitSums) == (gemv == "kernel") for t, _ in traced), traced
     assert all(biased == (gemv == "kernel" and arch == "Qwen2") for _, biased in traced), traced
+    decode_deltas = {t for width, t in added if width == 1}
+    assert (SplitSums in decode_deltas) == (gemv == "kernel"), added  # the o projection's partials, unsummed

@@ -59,7 +59,7 @@ def test_steps_take_packed_params_and_compute_the_same():
     params = _params(make_mesh(1))
     from dgjax.pallas.stacked import value
 
-    step = lambda p, x: sum(jnp.sum(value(layer.input_norm) * x) + jnp.sum(layer.post_attention_norm)  # noqa: E731
+    step = lambda p, x: sum(jnp.sum(value(layer.input_norm) * x) + jnp.sum(value(layer.post_attention_norm))  # noqa: E731
                             for layer in p.layers)
     x = jnp.arange(32, dtype=jnp.float32)
     got = jax.jit(param_packing.taking_packed(step))(param_packing.pack(params), x)
@@ -70,7 +70,9 @@ def test_packed_steps_keep_the_step_name_in_compiled_modules():
     import functools
 
     def decode_tick(p, x, *, k):
-        return jnp.sum(p.layers[0].post_attention_norm) * x * k
+        from dgjax.pallas.stacked import value
+
+        return jnp.sum(value(p.layers[0].post_attention_norm)) * x * k
 
     fn = param_packing.taking_packed(functools.partial(decode_tick, k=2.0))
     lowered = jax.jit(fn).lower(param_packing.pack(_params(make_mesh(1))), jnp.float32(1.0))

@@ -22,15 +22,18 @@ def supported(qkv_shape, rotary_dim: int, page_dtype) -> bool:
 def decode_attention(
     qkv, cos, sin, k_pages, v_pages, block_tables, context_lens, positions, query_lens, slots, *,
     scale: float, eps: float, q_norm=None, k_norm=None, sliding_window: int | None = None, impl: str | None = None,
-    num_splits: int | None = None,
+    num_splits: int | None = None, page_offset: int = 0,
 ):
     """qkv [B, KVH, G+2, D] (or a split-K projection's SplitSums of it), cos/sin float32 [B, R], positions/slots
-    [B, 1] -> (out [B, H, D], k_pages, v_pages)."""
+    [B, 1] -> (out [B, H, D], k_pages, v_pages). `page_offset`: the layer's first page in a pool several layers
+    share, added to `block_tables` and `slots` (the kernel adds it as it reads them)."""
     chosen = paged.resolve_impl(impl)
     on_gpu = jax.default_backend() == "gpu"
     use_kernel = (chosen == "kernel" or (chosen == "auto" and on_gpu)) and supported(
         qkv.shape, cos.shape[-1], k_pages.dtype) and not isinstance(k_pages, paged.QuantizedPages)
     if not use_kernel:
+        block_tables = block_tables + page_offset
+        slots = slots + page_offset * k_pages.shape[1]
         return ref.fused_decode_attention(
             split_sums.value(qkv), cos, sin, k_pages, v_pages, block_tables, context_lens, positions, query_lens, slots,
             scale=scale, eps=eps, q_norm=stacked.value(q_norm), k_norm=stacked.value(k_norm),
@@ -44,5 +47,5 @@ def decode_attention(
         assert k_row == norm_row, (k_row, norm_row)
     return kernel.fused_decode_attention(
         qkv, cos, sin, k_pages, v_pages, block_tables, start, end, slots[:, 0], q_norm, k_norm,
-        scale=scale, eps=eps, num_splits=num_splits, norm_row=norm_row, interpret=not on_gpu,
+        scale=scale, eps=eps, num_splits=num_splits, norm_row=norm_row, page_offset=page_offset, interpret=not on_gpu,
     )

@@ -60,7 +60,7 @@ def supports(num_heads: int, kv_heads: int, head_dim: int, rotary_dim: int, page
 
 
 def _kernel(
-    lo_ref, hi_ref, tables_ref, slots_ref, cos_ref, sin_ref, qkv_ref, k_ref, v_ref, *refs,
+    lo_ref, hi_ref, tables_ref, slots_ref, cos_ref, sin_ref, qkv_ref, k_ref, v_ref, offset_ref, *refs,
     kv_heads: int, group: int, group_pad: int, page_size: int, pages_per_row: int, block_tokens: int,
     num_splits: int, scale_log2: float, normalize: bool, qk_norm: bool, eps: float, segs, head_dim: int,
     dtype, parts: int, has_bias: bool,
@@ -116,7 +116,8 @@ def _kernel(
     k_new = norm_rope(load_rows(one + base + group), kn_ref)  # segments of [1, w]
     v_new = load_qkv(one + base + group + 1, cols(0, head_dim))  # [1, D]
 
-    slot_row = plgpu.load(slots_ref.at[one + b]) * kv_heads + h  # [1, 1]
+    page_offset = offset_ref[0]  # this layer's first page in its pool (a runtime value, like the norm row)
+    slot_row = (plgpu.load(slots_ref.at[one + b]) + page_offset * page_size) * kv_heads + h  # [1, 1]
 
     @pl.when(s == 0)
     def _write():
@@ -146,7 +147,7 @@ def _kernel(
     def body(i, carry):
         tok = start + i * block_tokens + offsets
         valid = tok < end
-        row = page_rows(tables_ref, b * pages_per_row, tok, valid, page_size, kv_heads, h)[:, None]
+        row = page_rows(tables_ref, b * pages_per_row, tok, valid, page_size, kv_heads, h, page_offset)[:, None]
         scores = None
         for qp, (c, w) in zip(q, segs):
             kt = plgpu.load(k_ref.at[row, cols(c, w)], mask=jnp.broadcast_to(valid[:, None], (block_tokens, w)),
@@ -194,6 +195,7 @@ def fused_decode_attention(
     num_warps: int = 4,
     num_stages: int = 2,
     norm_row: jax.Array | int = 0,
+    page_offset: jax.Array | int = 0,
     interpret: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """qkv [B, KVH, G+2, D] -> (out [B, KVH*G, D], k_pages, v_pages with this token's K/V at `slots` [B]).
@@ -208,6 +210,9 @@ def fused_decode_attention(
     q_norm / k_norm: [D], or [R, D] stacks of which row `norm_row` is used (read in place). The row is a
     kernel argument, not a compile-time constant: as a constant it made each layer's kernel distinct, and the
     48 q/k-normed layers of qwen3-30b-a3b doubled its decode compile time on the H200 (8.2 -> 16.8 s, s7d).
+    page_offset: added to every page id of `block_tables` and to `slots` (in pages): where the layer's pages
+    start in a pool shared by several layers. A runtime argument too, so the per-layer offsets cost neither
+    kernels nor the index fusions XLA otherwise runs per layer to add them.
     """
     parts = qkv.parts.shape[0] if isinstance(qkv, SplitSums) else 0
     dtype = jnp.dtype(qkv.dtype)
@@ -227,7 +232,8 @@ def fused_decode_attention(
     tables = block_tables.astype(jnp.int32).reshape(b * p)
     whole = lambda shape: pl.BlockSpec(shape, lambda *_: (0,) * len(shape))  # noqa: E731
     args = [kv_start.astype(jnp.int32), kv_end.astype(jnp.int32), tables, slots.astype(jnp.int32).reshape(b),
-            cos.astype(jnp.float32), sin.astype(jnp.float32), rows, k_rows, v_rows]
+            cos.astype(jnp.float32), sin.astype(jnp.float32), rows, k_rows, v_rows,
+            jnp.asarray(page_offset, jnp.int32).reshape(1)]
     if qk_norm:
         args += [q_norm.reshape(-1, d), k_norm.reshape(-1, d), jnp.asarray(norm_row, jnp.int32).reshape(1)]
     has_bias = bool(parts) and qkv.bias is not None

@@ -7,7 +7,8 @@ Dispatch (decided at trace time):
 - impl "kernel": the kernel on any platform (through the Pallas interpreter off GPU); with a logged
   warning, the reference where the kernel does not support the case.
 `impl=None` reads DGJAX_MOE_KERNEL (auto | ref | kernel, default auto), so one process can trace both paths
-by setting the variable before each `jit`. Weights are expert-stacked arrays ([E, embed, ffw] gate/up,
+by setting the variable before each `jit`. DGJAX_MOE_FUSE (all | none, default all): whether the down stage
+finishes split gate/up partials itself (one launch fewer per layer; untimed on the GPU yet, this is its A/B). Weights are expert-stacked arrays ([E, embed, ffw] gate/up,
 [E, ffw, embed] down) or quantized nodes standing for them (`dgjax.quant`).
 """
 
@@ -23,6 +24,8 @@ from dgjax.pallas.moe_decode import kernel, ref
 
 IMPLS = ("auto", "ref", "kernel")
 ENV_VAR = "DGJAX_MOE_KERNEL"
+FUSE_ENV_VAR = "DGJAX_MOE_FUSE"
+FUSIONS = ("all", "none")
 MAX_TOKENS = kernel.MAX_TOKENS
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,11 @@ log = logging.getLogger(__name__)
 def resolve_impl(impl: str | None = None) -> str:
     """The requested implementation: the argument, else $DGJAX_MOE_KERNEL, else "auto"."""
     return choose_impl(impl, ENV_VAR, IMPLS, "moe decode")
+
+
+def act_in_down() -> bool:
+    """Whether the down stage sums and activates split gate/up partials (DGJAX_MOE_FUSE, default all)."""
+    return choose_impl(None, FUSE_ENV_VAR, FUSIONS, "moe decode fusion", default="all") == "all"
 
 
 def use_kernel(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str, impl: str | None = None) -> bool:
@@ -55,5 +63,5 @@ def moe_decode(
     """
     if use_kernel(x.shape[0], gate, up, down, hidden_act, impl):
         return kernel.moe_decode(x, expert_ids, weights, gate, up, down, hidden_act=hidden_act, config=config,
-                                 interpret=jax.default_backend() != "gpu")
+                                 interpret=jax.default_backend() != "gpu", act_in_down=act_in_down())
     return ref.moe_decode(x, expert_ids, weights, gate, up, down, hidden_act)

@@ -14,7 +14,8 @@ Why this shape:
   loaded side by side in one K loop, x rows padded to 16 by masked loads (Triton's `dot` needs every dim
   >= 16; the padding costs tensor-core time only). With one K split the program applies silu(gate) * up
   and writes h [slot, T, ffw] in x's dtype; with several splits (batch 1 has only top_k live slots, too
-  few column blocks to fill 132 SMs) it writes float32 partial sums and a small jnp fusion finishes h.
+  few column blocks to fill 132 SMs) it writes float32 partial sums, which the down stage sums, activates
+  and rounds as it loads its h rows (`act_in_down`; else a small jnp fusion finishes h, one launch more).
 - Stage 2 (`_down_kernel`), grid (slot, embed block, K split): h of the slot times the down weight, scaled
   per row by the routing weight of that (token, expert) pair, written as float32 partials
   [split, slot, T, embed]; a jnp sum over splits and slots gives each token's output.
@@ -43,6 +44,7 @@ from jax.experimental.pallas import triton as plgpu
 from dgjax.pallas.launch import Launch, target_programs
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
+from dgjax.pallas.split_sums import SplitSums
 
 MIN_DOT_ROWS = tiles.MIN_DOT  # Triton's dot needs every dimension >= 16
 MAX_TOKENS = MIN_DOT_ROWS  # one padded row tile holds every token
@@ -195,8 +197,22 @@ def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: 
         tiles.store_rows(u_out, acc_u, tokens)
 
 
-def _down_kernel(ids_ref, wts_ref, h_ref, *refs, op: Operand, tokens: int, top_k: int, num_slots: int,
-                 launch: Launch, k_steps: int):
+def _split_act_rows(g_ref, u_ref, slot, num_slots: int, splits: int, tokens: int, dtype):
+    """h rows of `slot` from the gate/up stage's float32 partials ([splits * slots * T, ffw] each): summed over
+    the splits, act(gate) * up, rounded to `dtype`: what gate_up_stage's jnp finish computes."""
+    def rows(idx):
+        g = u = None
+        for sp in range(splits):
+            first = (sp * num_slots + slot) * tokens
+            gs, us = tiles.x_rows(g_ref, tokens, idx, first), tiles.x_rows(u_ref, tokens, idx, first)
+            g, u = (gs, us) if g is None else (g + gs, u + us)
+        return _act(g, u).astype(dtype)
+    return rows
+
+
+def _down_kernel(ids_ref, wts_ref, *refs, op: Operand, tokens: int, top_k: int, num_slots: int,
+                 launch: Launch, k_steps: int, act_splits: int, dtype):
+    h_refs, refs = (refs[:2], refs[2:]) if act_splits else (refs[:1], refs[1:])
     w_refs, o_ref = refs[:-1], refs[-1]
     a, j, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
     bk, bn = launch.block_k, launch.block_n
@@ -204,9 +220,12 @@ def _down_kernel(ids_ref, wts_ref, h_ref, *refs, op: Operand, tokens: int, top_k
     n0 = j * bn
     loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
                              unroll=launch.unroll, live=live)
+    rows = _split_act_rows(*h_refs, a, num_slots, act_splits, tokens, dtype) if act_splits else None
+    h_ref = None if act_splits else h_refs[0]
 
     def step(k0, acc):
-        return acc + tiles.tile_dot(tiles.x_tiles(h_ref, tokens, k0, bk, op), w_refs, op, expert, k0, n0, bk, bn)
+        xs = tiles.x_tiles(h_ref, tokens, k0, bk, op, rows=rows)
+        return acc + tiles.tile_dot(xs, w_refs, op, expert, k0, n0, bk, bn)
 
     acc = loop(step, jnp.zeros((MIN_DOT_ROWS, bn), jnp.float32))
     rw = _row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]
@@ -226,8 +245,10 @@ def _params(launch: Launch):
     return plgpu.CompilerParams(num_warps=launch.num_warps, num_stages=launch.num_stages)
 
 
-def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool) -> jax.Array:
-    """h [slots, T, ffw] in x's dtype: act(x . gate) * (x . up) of each live slot's expert (zeros elsewhere)."""
+def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in_down: bool = False
+                  ) -> jax.Array | tuple[SplitSums, SplitSums]:
+    """h [slots, T, ffw] in x's dtype: act(x . gate) * (x . up) of each live slot's expert (zeros elsewhere).
+    With K splits and `act_in_down`: the (gate, up) float32 partials, for `down_stage` to finish."""
     (op, g_arrays), (_, u_arrays) = operand(gate), operand(up)
     check_launch(op, launch)
     t, a = x.shape[0], ids_flat.shape[0]
@@ -255,33 +276,44 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool) -> jax
     )(ids_flat, x, *g_arrays, *u_arrays)
     if fused:
         return outs[0]
+    if act_in_down:
+        return SplitSums(outs[0], x.dtype), SplitSums(outs[1], x.dtype)
     return _act(outs[0].sum(0), outs[1].sum(0)).astype(x.dtype)
 
 
 def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpret: bool) -> jax.Array:
-    """float32 [splits, slots, T, embed]: each live slot's routing-weighted down projection (zeros elsewhere)."""
+    """float32 [splits, slots, T, embed]: each live slot's routing-weighted down projection (zeros elsewhere).
+
+    h: [slots, T, ffw], or the gate/up stage's (gate, up) SplitSums, finished here as the rows load."""
     op, d_arrays = operand(down)
     check_launch(op, launch)
-    a, t, _ = h.shape
     bn, bk, splits = launch.block_n, launch.block_k, launch.splits
+    if isinstance(h, tuple):
+        gate_parts, up_parts = (p.parts for p in h)
+        act_splits, a, t, _ = gate_parts.shape
+        h_args = [p.reshape(act_splits * a * t, op.k) for p in (gate_parts, up_parts)]
+        h_specs = [_whole(p.shape) for p in h_args]
+        dtype = h[0].dtype
+    else:
+        (a, t, _), act_splits, dtype = h.shape, 0, h.dtype
+        h_args, h_specs = [h], [pl.BlockSpec((None, t, op.k), lambda i, j, s: (i, 0, 0))]
     kernel = functools.partial(_down_kernel, op=op, tokens=t, top_k=top_k, num_slots=a, launch=launch,
-                               k_steps=op.k // (splits * bk))
+                               k_steps=op.k // (splits * bk), act_splits=act_splits, dtype=dtype)
     return pl.pallas_call(
         kernel,
         grid=(a, op.n // bn, splits),
-        in_specs=[_whole(ids_flat.shape), _whole(wts_flat.shape),
-                  pl.BlockSpec((None, t, op.k), lambda i, j, s: (i, 0, 0))] + [_whole(w.shape) for w in d_arrays],
+        in_specs=[_whole(ids_flat.shape), _whole(wts_flat.shape)] + h_specs + [_whole(w.shape) for w in d_arrays],
         out_specs=pl.BlockSpec((None, None, t, bn), lambda i, j, s: (s, i, 0, j)),
         out_shape=jax.ShapeDtypeStruct((splits, a, t, op.n), jnp.float32),
         compiler_params=_params(launch),
         interpret=interpret,
         name=f"moe_down_{op.fmt}_t{t}_{launch.tag()}",
-    )(ids_flat, wts_flat, h, *d_arrays)
+    )(ids_flat, wts_flat, *h_args, *d_arrays)
 
 
-@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret"))
+@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret", "act_in_down"))
 def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu",
-                    config: Config | None = None, interpret: bool = False) -> jax.Array:
+                    config: Config | None = None, interpret: bool = False, act_in_down: bool = True) -> jax.Array:
     """float32 [splits, T * top_k, T, embed]: the down stage's output before the final sum (see module doc)."""
     t, k = expert_ids.shape
     if not supports(t, gate, up, down, hidden_act):
@@ -289,14 +321,14 @@ def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str =
     cfg = config or default_config(gate, down, t, k)
     ids_flat = expert_ids.reshape(t * k).astype(jnp.int32)
     wts_flat = weights.reshape(t * k).astype(jnp.float32)
-    h = gate_up_stage(x, ids_flat, gate, up, cfg.gate_up, interpret)
+    h = gate_up_stage(x, ids_flat, gate, up, cfg.gate_up, interpret, act_in_down)
     return down_stage(h, ids_flat, wts_flat, down, k, cfg.down, interpret)
 
 
-@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret"))
+@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret", "act_in_down"))
 def moe_decode(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu",
-               config: Config | None = None, interpret: bool = False) -> jax.Array:
+               config: Config | None = None, interpret: bool = False, act_in_down: bool = True) -> jax.Array:
     """ref.moe_decode's result [T, embed] in x's dtype, reading each routed expert once (see module doc)."""
     parts = expert_partials(x, expert_ids, weights, gate, up, down, hidden_act=hidden_act, config=config,
-                            interpret=interpret)
+                            interpret=interpret, act_in_down=act_in_down)
     return parts.sum(axis=(0, 1)).astype(x.dtype)

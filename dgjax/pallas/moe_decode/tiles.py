@@ -144,17 +144,17 @@ def k_loop(step, carry, k_steps: int, base, block_k: int, unroll: int, live=None
     return carry
 
 
-def _x_rows(x_ref, tokens: int, idx):
-    """x[:, idx] for idx [1, cols] as a [16, cols] tile: the `tokens` real rows, padding rows 0 (masked loads;
-    they read the last real row's address, masked off)."""
+def x_rows(x_ref, tokens: int, idx, first_row=0):
+    """x[first_row:first_row + tokens, idx] for idx [1, cols] as a [16, cols] tile: the `tokens` real rows,
+    padding rows 0 (masked loads; they read the last real row's address, masked off)."""
     r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
     ok = jnp.broadcast_to(r < tokens, (MIN_DOT, idx.shape[1]))
-    return plgpu.load(x_ref.at[jnp.minimum(r, tokens - 1), idx], mask=ok, other=0)
+    return plgpu.load(x_ref.at[first_row + jnp.minimum(r, tokens - 1), idx], mask=ok, other=0)
 
 
 def row_squares(x_ref, tokens: int, k0, bk: int):
     """sum(x * x) of each x row over inputs k0:k0+bk, float32 [16, 1] (padding rows: 0)."""
-    xf = _x_rows(x_ref, tokens, k0 + lax.broadcasted_iota(jnp.int32, (1, bk), 1)).astype(jnp.float32)
+    xf = x_rows(x_ref, tokens, k0 + lax.broadcasted_iota(jnp.int32, (1, bk), 1)).astype(jnp.float32)
     return jnp.sum(xf * xf, axis=1, keepdims=True)
 
 
@@ -166,7 +166,7 @@ def rms_scales(x_ref, tokens: int, k: int, bk: int, eps: float):
     return lax.rsqrt(total / k + eps)
 
 
-def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None) -> tuple:
+def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None, rows=None) -> tuple:
     """x rows (padded to 16 by masked loads) for inputs k0:k0+bk: one [16, bk] tile, or for packed
     weights the even and odd columns as two [16, bk/2] tiles, or for fp8 under the float16 dot the tile
     as `f16_rows` returns it (rows in f16, their scales): made once per K step, whatever number of weight
@@ -174,11 +174,12 @@ def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None) -> tuple:
 
     `norm` (norm_ref [R, K], row [1, 1] int32, scales from `rms_scales`): the rows are RMS-normalized first,
     x * scale * norm_ref[row] in float32 rounded to x's dtype, as the model's rms_norm computes them. With
-    scales None only the norm weight is applied (x * norm_ref[row]; the caller scales the dot's result)."""
+    scales None only the norm weight is applied (x * norm_ref[row]; the caller scales the dot's result).
+    `rows` (idx [1, cols] -> [16, cols] tile): computes the x rows instead of loading them from x_ref."""
     c = lax.broadcasted_iota(jnp.int32, (1, bk // 2 if op.packed else bk), 1)
 
     def load(idx):
-        tile = _x_rows(x_ref, tokens, idx)
+        tile = x_rows(x_ref, tokens, idx) if rows is None else rows(idx)
         if norm is None:
             return tile
         norm_ref, row, scale = norm
@@ -188,7 +189,7 @@ def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None) -> tuple:
 
     if not op.packed:
         tile = load(k0 + c)
-        return f16_rows(tile) if _f16_dot(op, x_ref.dtype) else (tile,)
+        return f16_rows(tile) if _f16_dot(op, tile.dtype) else (tile,)
     return load(k0 + 2 * c), load(k0 + 2 * c + 1)
 
 

@@ -56,15 +56,21 @@ def _keep_top_groups(choice: jax.Array, n_group: int, topk_group: int) -> jax.Ar
     return jnp.where(keep[:, :, None], grouped, -jnp.inf).reshape(n, num_experts)
 
 
-def pad_rows_like_first_valid(ids: jax.Array, weights: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Padding rows (valid False) get the first valid row's experts and weight 0 (row 0's if none is valid)."""
+def logits_like_first_valid(logits: jax.Array, valid: jax.Array) -> jax.Array:
+    """Padding rows (valid False) take the first valid row's logits (row 0's if none is valid), so they select
+    its experts; `select_experts` then zeroes their weights. Replacing the logits before the selection, not
+    the ids after it, lets XLA fold the replacement into the selection's first kernel (the ids' select was a
+    launch per MoE layer of its own)."""
     first = jnp.argmax(valid)
-    ids = jnp.where(valid[:, None], ids, ids[first][None, :])
-    return ids, jnp.where(valid[:, None], weights, jnp.zeros_like(weights))
+    return jnp.where(valid[:, None], logits, logits[first][None, :])
 
 
 # Below this many compares (rows x experts x experts) top-k is computed by ranking (`top_k_by_rank`).
 RANK_TOP_K_MAX_COMPARES = 1 << 20
+
+
+def _index_max_value_sum(a, b):
+    return jnp.maximum(a[0], b[0]), a[1] + b[1]
 
 
 def top_k_by_rank(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
@@ -73,8 +79,8 @@ def top_k_by_rank(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
 
     Why: on the GPU XLA lowers lax.top_k of a decode tick's router logits to a sort kernel (3.3 µs per MoE
     layer on the H200, benchmarks/results/2026-12-01-s6c-kernel-breakdown.md); the ranks are one fused
-    compare-and-sum over [N, E, E]. Ids are clamped into range, so NaN logits (ranks then not a permutation)
-    cannot send a kernel outside the expert stack.
+    compare-and-sum over [N, E, E]. Ids stay in range, so NaN logits (ranks then not a permutation) cannot
+    send a kernel outside the expert stack.
     """
     n, e = x.shape
     idx = lax.broadcasted_iota(jnp.int32, (e,), 0)
@@ -82,8 +88,12 @@ def top_k_by_rank(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     above = (xj > xi) | ((xj == xi) & (idx[None, None, :] < idx[None, :, None]))
     rank = above.sum(-1, dtype=jnp.int32)  # [N, E]: how many elements come before element i
     hit = rank[:, None, :] == lax.broadcasted_iota(jnp.int32, (k,), 0)[None, :, None]  # [N, k, E]
-    ids = jnp.minimum(jnp.where(hit, idx, 0).sum(-1), e - 1)
-    return jnp.take_along_axis(x, ids, axis=-1), ids
+    # ids (the hit's index: a max, so always a valid expert) and values (the hit's value: a sum, exact with
+    # one hit) as one two-operand reduction, one kernel; a gather of the values and a clamp of the ids after
+    # it had been two launches more
+    ids, top = lax.reduce((jnp.where(hit, idx, 0), jnp.where(hit, x[:, None, :], 0.0)), (jnp.int32(0), x.dtype.type(0)),
+                          _index_max_value_sum, (2,))
+    return top, ids
 
 
 def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
@@ -96,6 +106,8 @@ def select_experts(logits: jax.Array, rule: RoutingRule, score_bias: jax.Array |
                    valid: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
     """(ids int32 [N, top_k], weights float32 [N, top_k]) from router logits [N, experts]; see module doc."""
     logits = logits.astype(jnp.float32)
+    if valid is not None:
+        logits = logits_like_first_valid(logits, valid)
     k = rule.top_k
     if rule.scoring == "softmax":
         top, ids = top_k(logits, k)
@@ -116,5 +128,5 @@ def select_experts(logits: jax.Array, rule: RoutingRule, score_bias: jax.Array |
         raise ValueError(f"unsupported moe_scoring_func {rule.scoring!r} ({' | '.join(SCORING)})")
     ids, weights = ids.astype(jnp.int32), weights * rule.routed_scaling_factor
     if valid is not None:
-        ids, weights = pad_rows_like_first_valid(ids, weights, valid)
+        weights = jnp.where(valid[:, None], weights, jnp.zeros_like(weights))
     return ids, weights
