@@ -31,7 +31,8 @@ from dgjax.runtime.page_pool import PagePool
 
 log = logging.getLogger("dgjax.engine")
 
-SINGLE_DEVICE_KERNEL_ENVS = ("DGJAX_MOE_KERNEL", "DGJAX_MOE_PREFILL", "DGJAX_QUANT_GEMV", "DGJAX_MOE_ROUTING")
+SINGLE_DEVICE_KERNEL_ENVS = ("DGJAX_MOE_KERNEL", "DGJAX_MOE_PREFILL", "DGJAX_QUANT_GEMV", "DGJAX_MOE_ROUTING",
+                             "DGJAX_ADD_NORM")
 FUSE_ENV = "DGJAX_FUSE_PROJECTIONS"  # "0" keeps q/k/v and gate/up unfused (benchmarks' reference path)
 CPU_KV_BUDGET = 1 << 30  # bytes; CPU runs are tests and notebooks
 GPU_KV_FRACTION = 0.85  # of the memory left after the weights

@@ -101,3 +101,22 @@ def test_attention_merge_runs_the_kernel_only_for_small_batches(verified_triton_
                        ).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
         assert ("split_merge" in text) == (b <= api.MAX_KERNEL_ROWS)
     assert verified_triton_lowering == [True]
+
+
+def test_a_group_that_is_not_a_power_of_two_needs_no_slice_after_the_kernel():
+    """GLM-4.5-Air's 12 q heads per KV head: the kernel stores only the real rows, so the merged output needs no
+    slice of a padded [.., 16, D] result (a copy kernel per layer on the GPU)."""
+    spec = jax.ShapeDtypeStruct
+    acc, stat = spec((1, 8, 33, 16, 128), jnp.float32), spec((1, 8, 33, 16), jnp.float32)
+    closed = jax.make_jaxpr(lambda a, m, l: kernel.merge_splits(a, m, l, group=12, out_dtype=jnp.bfloat16))(
+        acc, stat, stat)
+
+    def outer(jaxpr):
+        for eqn in jaxpr.eqns:
+            yield eqn.primitive.name
+            inner = eqn.params.get("jaxpr")
+            if eqn.primitive.name != "pallas_call" and hasattr(inner, "jaxpr"):
+                yield from outer(inner.jaxpr)
+
+    names = list(outer(closed.jaxpr))
+    assert "pallas_call" in names and not {"slice", "dynamic_slice", "gather"} & set(names), names

@@ -2,9 +2,11 @@
 
 Dispatch (decided at trace time):
 - impl "ref": ref.py everywhere.
-- impl "auto" (default): ref.py. On the H200 the kernel picks the same experts as ref.py (weights within
-  1.2e-7, benchmarks/moe_routing_check.py, 2026-12-01) but the engine ran slower with it (qwen3-30b-a3b
-  C1 device 3.56 vs 3.34 ms per tick), so it stays opt-in (GPU_PREFERRED False).
+- impl "auto" (default): ref.py. Session 5's kernel (k serial max rounds over all tokens) picked the same
+  experts as ref.py on the H200 (weights within 1.2e-7, benchmarks/moe_routing_check.py) but the engine ran
+  slower with it (qwen3-30b-a3b C1 device 3.56 vs 3.34 ms per tick). The kernel now ranks like ref.py, one
+  program per token (kernel.py); it replaces three launches per layer, untimed on the GPU yet, so it stays
+  opt-in (GPU_PREFERRED False) until benchmarks/campaign_s8c.sh has run.
 - impl "kernel": the kernel wherever it supports the case (the Pallas interpreter off GPU), ref.py elsewhere.
 `impl=None` reads DGJAX_MOE_ROUTING (auto | ref | kernel, default auto).
 """
@@ -20,7 +22,7 @@ from dgjax.pallas.moe_routing.ref import RoutingRule
 
 IMPLS = ("auto", "ref", "kernel")
 ENV_VAR = "DGJAX_MOE_ROUTING"
-GPU_PREFERRED = False  # checked on the H200, slower in the engine than ref.py's XLA fusions
+GPU_PREFERRED = False  # until the rank kernel is timed in the engine (see above)
 
 
 def resolve_impl(impl: str | None = None) -> str:

@@ -1,15 +1,19 @@
-"""Expert selection for up to 16 decode tokens in one Pallas kernel (Triton lowering).
+"""Expert selection for up to 16 decode tokens in one Pallas kernel (Triton lowering), one program per token.
 
-Why: in a decode step the jnp selection (ref.py) is five to six tiny XLA kernels per MoE layer (softmax,
-top-k, gathers, renormalization, the padding-row selects), each 1.1-1.8 us on an H200 for a few KB of data:
-about 8 us of a qwen3-30b-a3b layer whose routed experts take 26 us, and as many launches again on the host
-(benchmarks/results/2026-12-01-qwen3-30b-a3b-decode-profile-c1-nvidia-h200.md). One program does it all:
-- loads the [T, E] float32 logits through masked index loads (T and E need not be powers of two; the tile
-  is 16 rows x next_pow2(E) columns, -inf outside);
-- softmax or sigmoid (+ score bias), then top-k as k rounds of (row max, lowest column holding it, mask it
-  out): the order and tie-break lax.top_k gives (largest first, lower index first among equals);
-- renormalization and routed scaling, the padding-row rule of ref.py, and masked stores of the [T, k] ids
-  and weights.
+Why: in a decode step the jnp selection (ref.py) is three small XLA kernels per MoE layer (ranks, ids and
+values, weights: benchmarks/results/2026-12-01-s8-launch-counts-deviceless.md), each ~1.3-1.5 us on an
+H200. A first version of this kernel (session 5) did it in one program for all tokens, as k serial rounds of
+(row max, lowest index holding it, mask it out) over a 16 x E tile; it was slower in the engine than XLA's
+kernels then (3.56 vs 3.34 ms of device time per qwen3-30b-a3b tick). This one ranks like ref.py, with
+one program per token:
+- the row's choice scores (logits; for sigmoid routers sigmoid(logits) + score bias) as a [1, E] row, E padded
+  to a power of two with -inf;
+- each expert's rank (how many experts come before it: larger score, or equal score and lower index, which
+  is lax.top_k's order) as sums of [chunk, E] comparison tiles, in E / chunk steps (one step up to E = 128);
+- ids and values as sums over a [k, E] hit tile (the id a max, so always in range);
+- the weights (softmax over the picked logits, or the unbiased sigmoid scores), renormalization and routed
+  scaling, and ref.py's padding rule: a padding row (valid False) ranks the first valid row's scores and
+  gets weight 0.
 Group-limited routing (DeepSeek-V3's n_group > topk_group) stays on ref.py.
 """
 
@@ -25,7 +29,7 @@ from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas.moe_routing.ref import NORM_EPS, SCORING, RoutingRule
 
-MAX_TOKENS = 16  # one row tile
+MAX_TOKENS = 16  # decode widths (one program each)
 MAX_EXPERTS = 1024
 MAX_TOP_K = 16
 
@@ -36,57 +40,68 @@ def supports(tokens: int, num_experts: int, rule: RoutingRule) -> bool:
             and 1 <= rule.top_k <= min(num_experts, MAX_TOP_K) and num_experts <= MAX_EXPERTS)
 
 
+RANK_TILE = 16384  # elements of one [chunk, E] comparison tile
+
+
 def _select_kernel(logits_ref, bias_ref, valid_ref, ids_ref, w_ref, *, tokens: int, experts: int,
                    rule: RoutingRule):
-    rows, cols, kp = MAX_TOKENS, pl.next_power_of_2(experts), pl.next_power_of_2(rule.top_k)
-    r = lax.broadcasted_iota(jnp.int32, (rows, cols), 0)
-    c = lax.broadcasted_iota(jnp.int32, (rows, cols), 1)
-    inside = (r < tokens) & (c < experts)
-    logits = plgpu.load(logits_ref.at[jnp.minimum(r, tokens - 1), jnp.minimum(c, experts - 1)], mask=inside,
-                        other=-jnp.inf)
+    ep, kp, tp = pl.next_power_of_2(experts), pl.next_power_of_2(rule.top_k), pl.next_power_of_2(tokens)
+    chunk = max(1, min(ep, RANK_TILE // ep))
+    t = pl.program_id(0)
+    rows = lax.broadcasted_iota(jnp.int32, (tp,), 0)
+    valid = plgpu.load(valid_ref.at[jnp.minimum(rows, tokens - 1)], mask=rows < tokens, other=0) != 0
+    first = jnp.min(jnp.where(valid, rows, tp))
+    first = jnp.where(first == tp, 0, first)  # no valid row: row 0's experts (ref.py's argmax does too)
+    mine = jnp.sum(jnp.where((rows == t) & valid, 1, 0)) > 0
+    src = jnp.where(mine, t, first)  # the row whose scores this program ranks
+
+    def scores(idx, ok):
+        """(weight source, choice score) of experts `idx` of row src, -inf / 0 where not `ok`."""
+        x = plgpu.load(logits_ref.at[src + jnp.zeros_like(idx), jnp.minimum(idx, experts - 1)], mask=ok,
+                       other=-jnp.inf)
+        if rule.scoring == "softmax":
+            return x, x
+        sig = jnp.where(ok, lax.logistic(x), 0.0)
+        bias = plgpu.load(bias_ref.at[jnp.minimum(idx, experts - 1)], mask=ok, other=0.0)
+        return sig, jnp.where(ok, sig + bias, -jnp.inf)
+
+    col = lax.broadcasted_iota(jnp.int32, (1, ep), 1)
+    inside = col < experts
+    source, choice = scores(col, inside)  # [1, ep]
+
+    def rank_step(c, rank):
+        i = c * chunk + lax.broadcasted_iota(jnp.int32, (chunk, 1), 0)
+        _, ci = scores(i, i < experts)
+        before = (i < experts) & ((ci > choice) | ((ci == choice) & (i < col)))  # [chunk, ep]
+        return rank + jnp.sum(before.astype(jnp.int32), axis=0, keepdims=True)
+
+    rank = lax.fori_loop(0, ep // chunk, rank_step, jnp.zeros((1, ep), jnp.int32))
+    kk = lax.broadcasted_iota(jnp.int32, (kp, 1), 0)
+    picked = kk < rule.top_k
+    hit = (rank == kk) & inside & picked  # [kp, ep]
+    ids = jnp.minimum(jnp.max(jnp.where(hit, col, 0), axis=1, keepdims=True), experts - 1)  # [kp, 1]
+    top = jnp.sum(jnp.where(hit, source, 0.0), axis=1, keepdims=True)
     if rule.scoring == "softmax":
-        top = jnp.max(logits, axis=1)
-        top = jnp.where(top > -jnp.inf, top, 0.0)  # rows beyond T: all -inf
-        e = jnp.where(inside, jnp.exp(logits - top[:, None]), 0.0)
-        total = jnp.sum(e, axis=1)
-        source = e / jnp.where(total > 0.0, total, 1.0)[:, None]
-        choice = jnp.where(inside, source, -jnp.inf)
+        if rule.norm_topk_prob:  # a softmax over the k picked logits
+            peak = jnp.max(jnp.where(picked, top, -jnp.inf))
+            e = jnp.where(picked, jnp.exp(top - peak), 0.0)
+            wts = e / jnp.sum(e)
+        else:  # their probabilities under the full softmax
+            peak = jnp.max(source)
+            lse = peak + jnp.log(jnp.sum(jnp.where(inside, jnp.exp(source - peak), 0.0)))
+            wts = jnp.exp(top - lse)
     else:
-        source = jnp.where(inside, lax.logistic(logits), 0.0)
-        bias = plgpu.load(bias_ref.at[jnp.where(c < experts, c, 0)], mask=c < experts, other=0.0)
-        choice = jnp.where(inside, source + bias, -jnp.inf)
-    kc = lax.broadcasted_iota(jnp.int32, (rows, kp), 1)
-    ids = jnp.zeros((rows, kp), jnp.int32)
-    wts = jnp.zeros((rows, kp), jnp.float32)
-    for j in range(rule.top_k):  # static unroll: k rounds of (max, lowest index holding it, mask it out)
-        best = jnp.max(choice, axis=1)
-        idx = jnp.min(jnp.where(choice == best[:, None], c, cols), axis=1)
-        idx = jnp.minimum(idx, experts - 1)  # NaN rows: never an out-of-range expert
-        hit = c == idx[:, None]
-        w = jnp.sum(jnp.where(hit, source, 0.0), axis=1)
-        choice = jnp.where(hit, -jnp.inf, choice)
-        ids = jnp.where(kc == j, idx[:, None], ids)
-        wts = jnp.where(kc == j, w[:, None], wts)
-    if rule.norm_topk_prob:
-        wts = wts / (jnp.sum(wts, axis=1) + NORM_EPS)[:, None]
-    wts = wts * rule.routed_scaling_factor
-    rr = lax.broadcasted_iota(jnp.int32, (rows, kp), 0)
-    row = lax.broadcasted_iota(jnp.int32, (rows,), 0)
-    valid = plgpu.load(valid_ref.at[jnp.minimum(row, tokens - 1)], mask=row < tokens, other=0) != 0
-    first = jnp.min(jnp.where(valid, row, rows))
-    first = jnp.where(first == rows, 0, first)  # no valid row: row 0's experts (ref.py's argmax does too)
-    first_ids = jnp.sum(jnp.where(rr == first, ids, 0), axis=0)
-    ids = jnp.where(valid[:, None], ids, first_ids[None, :])
-    wts = jnp.where(valid[:, None], wts, 0.0)
+        wts = top / (jnp.sum(jnp.where(picked, top, 0.0)) + NORM_EPS) if rule.norm_topk_prob else top
+    wts = jnp.where(mine, wts * rule.routed_scaling_factor, 0.0)
     # Masked, not clamped: the interpreter applies a masked store as read-select-write, so a clamped
     # index would write an old value over a real one.
-    out = (rr < tokens) & (kc < rule.top_k)
-    plgpu.store(ids_ref.at[rr, kc], ids, mask=out)
-    plgpu.store(w_ref.at[rr, kc], wts, mask=out)
+    row = t + jnp.zeros_like(kk)
+    plgpu.store(ids_ref.at[row, kk], ids, mask=picked)
+    plgpu.store(w_ref.at[row, kk], wts, mask=picked)
 
 
 def _whole(shape):
-    return pl.BlockSpec(shape, lambda: (0,) * len(shape))
+    return pl.BlockSpec(shape, lambda t: (0,) * len(shape))
 
 
 @functools.partial(jax.jit, static_argnames=("rule", "interpret"))
@@ -102,6 +117,7 @@ def select_experts(logits: jax.Array, valid: jax.Array, score_bias: jax.Array, *
     k = rule.top_k
     ids, wts = pl.pallas_call(
         functools.partial(_select_kernel, tokens=t, experts=e, rule=rule),
+        grid=(t,),
         in_specs=[_whole((t, e)), _whole((e,)), _whole((t,))],
         out_specs=[_whole((t, k)), _whole((t, k))],
         out_shape=[jax.ShapeDtypeStruct((t, k), jnp.int32), jax.ShapeDtypeStruct((t, k), jnp.float32)],

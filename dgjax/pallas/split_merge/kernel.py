@@ -26,9 +26,8 @@ def supports(head_dim: int) -> bool:
     return head_dim > 0 and head_dim & (head_dim - 1) == 0
 
 
-def _merge_kernel(acc_ref, m_ref, l_ref, o_ref, *, splits: int, rows: int):
+def _merge_kernel(acc_ref, m_ref, l_ref, o_ref, *, splits: int, rows: int, group: int, kv_heads: int, bd: int):
     sp = pl.next_power_of_2(splits)
-    bd = o_ref.shape[-1]
     s = lax.broadcasted_iota(jnp.int32, (sp, rows), 0)
     r = lax.broadcasted_iota(jnp.int32, (sp, rows), 1)
     s_ok, s_in = s < splits, jnp.minimum(s, splits - 1)
@@ -43,7 +42,13 @@ def _merge_kernel(acc_ref, m_ref, l_ref, o_ref, *, splits: int, rows: int):
     acc = plgpu.load(acc_ref.at[jnp.minimum(s3, splits - 1), r3, c3], mask=s3 < splits, other=0.0)
     num = jnp.sum(acc * w[:, :, None], axis=0)
     den = jnp.sum(l * w, axis=0)
-    o_ref[...] = (num / jnp.where(den == 0.0, 1.0, den)[:, None]).astype(o_ref.dtype)
+    out = (num / jnp.where(den == 0.0, 1.0, den)[:, None]).astype(o_ref.dtype)
+    # only the group's real rows: o is [B * KVH * group, D], so a group that is not a power of two needs no
+    # slice (a copy kernel) after the merge. Padding rows are masked, not clamped (see moe_decode.tiles.store_rows).
+    r2 = lax.broadcasted_iota(jnp.int32, (rows, bd), 0)
+    c2 = pl.program_id(2) * bd + lax.broadcasted_iota(jnp.int32, (rows, bd), 1)
+    first = (pl.program_id(0) * kv_heads + pl.program_id(1)) * group
+    plgpu.store(o_ref.at[first + r2, c2], out, mask=r2 < group)
 
 
 TILE_ELEMENTS = 4096  # float32 partials one program loads at once: 32 registers a thread at 4 warps
@@ -74,13 +79,13 @@ def merge_splits(
         raise ValueError(f"the split merge kernel does not support group {group} of {gp}, D={d}, block_d={bd}")
     stat = pl.BlockSpec((None, None, splits, gp), lambda i, j, c: (i, j, 0, 0))
     out = pl.pallas_call(
-        functools.partial(_merge_kernel, splits=splits, rows=rows),
+        functools.partial(_merge_kernel, splits=splits, rows=rows, group=group, kv_heads=kvh, bd=bd),
         grid=(b, kvh, d // bd),
         in_specs=[pl.BlockSpec((None, None, splits, gp, bd), lambda i, j, c: (i, j, 0, 0, c)), stat, stat],
-        out_specs=pl.BlockSpec((None, None, rows, bd), lambda i, j, c: (i, j, 0, c)),
-        out_shape=jax.ShapeDtypeStruct((b, kvh, rows, d), out_dtype),
+        out_specs=pl.BlockSpec((b * kvh * group, d), lambda i, j, c: (0, 0)),
+        out_shape=jax.ShapeDtypeStruct((b * kvh * group, d), out_dtype),
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
         interpret=interpret,
         name=f"split_merge_s{splits}_g{gp}_d{d}",
     )(acc, m, l)
-    return out if rows == group else out[:, :, :group]
+    return out.reshape(b, kvh, group, d)
