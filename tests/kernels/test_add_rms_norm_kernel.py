@@ -82,6 +82,8 @@ def test_dispatch_rules(monkeypatch):
     assert api.use_kernel(x, splits=False, impl="kernel") and not api.use_kernel(x, splits=True, impl="ref")
     assert not api.use_kernel(jnp.zeros((2, 2048, 64)), splits=True, impl="kernel")  # a prefill chunk: too many rows
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert not api.use_kernel(x, splits=True)  # slower than XLA's fusions on the H200: opt-in
+    monkeypatch.setattr(api, "GPU_PREFERRED", True)
     assert api.use_kernel(x, splits=True) and not api.use_kernel(x, splits=False)  # plain adds stay with XLA
     monkeypatch.setenv(api.ENV_VAR, "ref")
     assert not api.use_kernel(x, splits=True)

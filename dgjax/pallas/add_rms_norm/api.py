@@ -1,11 +1,12 @@
 """The residual add + RMSNorm between a decode layer's attention and its MLP: one kernel, or the jnp reference.
 
 Dispatch (trace time), `impl=None` reading DGJAX_ADD_NORM (auto | ref | kernel, default auto):
-- "auto": the kernel on a GPU for decode rows (<= 16) when the added term is a split-K projection's
-  `SplitSums` (the quantized o projection), where XLA ran three launches; ref.py otherwise (a plain add
-  before XLA's own dots may fuse into them, and prefill chunks are long).
-- "ref": ref.py. "kernel": the kernel wherever it supports the shape (interpreted off GPU).
-Untimed on the GPU yet: DGJAX_ADD_NORM=ref is its A/B.
+- "auto": ref.py (GPU_PREFERRED False). On the H200 the kernel replaced XLA's three launches (partials' sum
+  and add, sum of squares, scaling) but took 5.1 µs per layer where the three took ~3.3: one program per row
+  reads all 16 float32 partials of the o projection (qwen3-30b-a3b fp8 C1: device 3.69 ms per tick with it,
+  3.59 without; benchmarks/results/2026-12-01-s8a-*).
+- "ref": ref.py. "kernel": the kernel for decode rows (<= 16), fed the quantized o projection's split-K
+  partials unsummed (`SplitSums`) or a plain array (interpreted off GPU).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dgjax.pallas.launch import choose_impl
 
 IMPLS = ("auto", "ref", "kernel")
 ENV_VAR = "DGJAX_ADD_NORM"
+GPU_PREFERRED = False  # slower than XLA's fusions on the H200 (see above)
 
 
 def use_kernel(x: jax.Array, splits: bool, impl: str | None = None) -> bool:
@@ -29,7 +31,7 @@ def use_kernel(x: jax.Array, splits: bool, impl: str | None = None) -> bool:
     rows = math.prod(x.shape[:-1])
     if chosen == "ref" or not kernel.supports(rows, x.shape[-1]):
         return False
-    return chosen == "kernel" or (splits and jax.default_backend() == "gpu")
+    return chosen == "kernel" or (GPU_PREFERRED and splits and jax.default_backend() == "gpu")
 
 
 def add_rms_norm(x: jax.Array, delta, weight, eps: float, impl: str | None = None) -> tuple[jax.Array, jax.Array]:

@@ -7,8 +7,11 @@ Dispatch (decided at trace time):
 - impl "kernel": the kernel on any platform (through the Pallas interpreter off GPU); with a logged
   warning, the reference where the kernel does not support the case.
 `impl=None` reads DGJAX_MOE_KERNEL (auto | ref | kernel, default auto), so one process can trace both paths
-by setting the variable before each `jit`. DGJAX_MOE_FUSE (all | none, default all): whether the down stage
-finishes split gate/up partials itself (one launch fewer per layer; untimed on the GPU yet, this is its A/B). Weights are expert-stacked arrays ([E, embed, ffw] gate/up,
+by setting the variable before each `jit`. DGJAX_MOE_FUSE (all | none, default none): whether the down stage
+finishes split gate/up partials itself. It saves the launch between the stages, but on the H200 the down
+kernel's loads of the float32 partials and its activation inside the weight loop cost more than that
+launch: qwen3-30b-a3b fp8 C1, moe_down 800 vs 473 µs per tick, device 3.69 vs 3.43 ms per tick
+(benchmarks/results/2026-12-01-s8a-*). So it is off by default. Weights are expert-stacked arrays ([E, embed, ffw] gate/up,
 [E, ffw, embed] down) or quantized nodes standing for them (`dgjax.quant`).
 """
 
@@ -36,8 +39,8 @@ def resolve_impl(impl: str | None = None) -> str:
 
 
 def act_in_down() -> bool:
-    """Whether the down stage sums and activates split gate/up partials (DGJAX_MOE_FUSE, default all)."""
-    return choose_impl(None, FUSE_ENV_VAR, FUSIONS, "moe decode fusion", default="all") == "all"
+    """Whether the down stage sums and activates split gate/up partials (DGJAX_MOE_FUSE, default none)."""
+    return choose_impl(None, FUSE_ENV_VAR, FUSIONS, "moe decode fusion", default="none") == "all"
 
 
 def use_kernel(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str, impl: str | None = None) -> bool:

@@ -313,7 +313,7 @@ def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpre
 
 @functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret", "act_in_down"))
 def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu",
-                    config: Config | None = None, interpret: bool = False, act_in_down: bool = True) -> jax.Array:
+                    config: Config | None = None, interpret: bool = False, act_in_down: bool = False) -> jax.Array:
     """float32 [splits, T * top_k, T, embed]: the down stage's output before the final sum (see module doc)."""
     t, k = expert_ids.shape
     if not supports(t, gate, up, down, hidden_act):
@@ -327,7 +327,7 @@ def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str =
 
 @functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret", "act_in_down"))
 def moe_decode(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu",
-               config: Config | None = None, interpret: bool = False, act_in_down: bool = True) -> jax.Array:
+               config: Config | None = None, interpret: bool = False, act_in_down: bool = False) -> jax.Array:
     """ref.moe_decode's result [T, embed] in x's dtype, reading each routed expert once (see module doc)."""
     parts = expert_partials(x, expert_ids, weights, gate, up, down, hidden_act=hidden_act, config=config,
                             interpret=interpret, act_in_down=act_in_down)

@@ -20,6 +20,7 @@ every distinct routed expert, so a padding row routed on its own could double a 
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import jax
 import jax.numpy as jnp
@@ -54,6 +55,25 @@ def _keep_top_groups(choice: jax.Array, n_group: int, topk_group: int) -> jax.Ar
     _, top_groups = lax.top_k(group_scores, topk_group)
     keep = jax.nn.one_hot(top_groups, n_group, dtype=jnp.int32).sum(1) > 0
     return jnp.where(keep[:, :, None], grouped, -jnp.inf).reshape(n, num_experts)
+
+
+PAD_ENV_VAR = "DGJAX_ROUTING_PAD"
+PAD_MODES = ("logits", "ids")
+
+
+def pad_mode() -> str:
+    """How padding rows get the first valid row's experts (DGJAX_ROUTING_PAD, read at trace time): "logits"
+    (default; they rank its logits) or "ids" (they rank their own and its ids replace theirs afterwards,
+    one launch more at widths > 1). An A/B until timed on the GPU."""
+    mode = (os.environ.get(PAD_ENV_VAR) or "logits").strip().lower()
+    if mode not in PAD_MODES:
+        raise ValueError(f"{PAD_ENV_VAR} must be one of {PAD_MODES}, got {mode!r}")
+    return mode
+
+
+def ids_like_first_valid(ids: jax.Array, valid: jax.Array) -> jax.Array:
+    """Padding rows (valid False) get the first valid row's ids (row 0's if none is valid)."""
+    return jnp.where(valid[:, None], ids, ids[jnp.argmax(valid)][None, :])
 
 
 def logits_like_first_valid(logits: jax.Array, valid: jax.Array) -> jax.Array:
@@ -106,7 +126,8 @@ def select_experts(logits: jax.Array, rule: RoutingRule, score_bias: jax.Array |
                    valid: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
     """(ids int32 [N, top_k], weights float32 [N, top_k]) from router logits [N, experts]; see module doc."""
     logits = logits.astype(jnp.float32)
-    if valid is not None:
+    pad = None if valid is None else pad_mode()
+    if pad == "logits":
         logits = logits_like_first_valid(logits, valid)
     k = rule.top_k
     if rule.scoring == "softmax":
@@ -128,5 +149,6 @@ def select_experts(logits: jax.Array, rule: RoutingRule, score_bias: jax.Array |
         raise ValueError(f"unsupported moe_scoring_func {rule.scoring!r} ({' | '.join(SCORING)})")
     ids, weights = ids.astype(jnp.int32), weights * rule.routed_scaling_factor
     if valid is not None:
+        ids = ids_like_first_valid(ids, valid) if pad == "ids" else ids
         weights = jnp.where(valid[:, None], weights, jnp.zeros_like(weights))
     return ids, weights
