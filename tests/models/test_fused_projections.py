@@ -195,6 +195,7 @@ def test_fp8_model_decodes_alike_with_joined_projections_through_the_fused_decod
     gemv, _, norm_mode = gemv.partition("-")  # kernel-late: the fused norm's scale applied after the dot
     monkeypatch.setenv("DGJAX_QUANT_GEMV", gemv)  # read at trace time: trace afresh, not from jit's cache
     monkeypatch.setenv("DGJAX_QUANT_GEMV_NORM", norm_mode or "prologue")
+    monkeypatch.setenv("DGJAX_QUANT_GEMV_FUSE", "all")  # the fused norm is opt-in: covered here
     monkeypatch.setenv("DGJAX_ADD_NORM", gemv)
     import paged_runner
 

@@ -9,9 +9,14 @@ Dispatch (decided at trace time, per call):
   the reference elsewhere (rows > 16 is the normal prefill case, so no warning for it).
 `impl=None` reads DGJAX_QUANT_GEMV (auto | ref | kernel, default auto), so one process can trace both paths
 by setting the variable before each trace.
-DGJAX_QUANT_GEMV_FUSE (all | norm | splits | none, default all) says which of the kernel's fusions the
+DGJAX_QUANT_GEMV_FUSE (all | norm | splits | none, default splits) says which of the kernel's fusions the
 models may use: the input RMSNorm in the prologue (`norm`), split-K partials handed on unsummed as
-`SplitSums` (`splits`). Both were made to save launches, untimed on the GPU yet; the variable is their A/B.
+`SplitSums` (`splits`). On the H200 (qwen3-30b-a3b fp8 C1, benchmarks/results/2026-12-01-s8d-*):
+- `splits`: 355.2 tok/s, device 2.89 ms per tick;
+- `none`: 316.9 tok/s, 2.93 ms;
+- `all`: 256-285 tok/s, 3.59-3.69 ms (s8a). The norm prologue took the qkv GEMV from 327 to 792 µs per tick.
+- `all` with the late norm: 329.8 tok/s, 3.08 ms.
+So the fused norm is off by default, and the SplitSums handoff stays.
 DGJAX_QUANT_GEMV_NORM (prologue | late, default prologue) says how a fused norm runs: the rows' RMS scale
 over all of K before the weight stream, or summed alongside it and applied to the result (kernel.py).
 """
@@ -69,8 +74,8 @@ NORM_MODES = ("prologue", "late")
 
 
 def fusions() -> tuple[bool, bool]:
-    """(fuse the norm, keep splits) as DGJAX_QUANT_GEMV_FUSE allows them."""
-    chosen = choose_impl(None, FUSE_ENV_VAR, FUSIONS, "quant gemv fusion", default="all")
+    """(fuse the norm, keep splits) as DGJAX_QUANT_GEMV_FUSE allows them (default: splits only)."""
+    chosen = choose_impl(None, FUSE_ENV_VAR, FUSIONS, "quant gemv fusion", default="splits")
     return chosen in ("all", "norm"), chosen in ("all", "splits")
 
 
