@@ -1,13 +1,8 @@
-# Next GPU session, call 1 of 3 (~9.5 min; rewritten in session 8, which was lent no GPU; none of s8a-c has run).
-# Sessions 7 and 8 changed the decode tick without timing it. This call times the defaults and A/Bs the
-# changes on qwen3-30b-a3b fp8 C1:
-# - FlatCall (session 7; DGJAX_FLAT_CALL=0 undoes it), first on the host-bound tiny-width tick;
-# - session 8's residual add + norm kernel (DGJAX_ADD_NORM=ref undoes it);
-# - the MoE down stage finishing split gate/up (DGJAX_MOE_FUSE=none undoes it).
-# The defaults also carry session 7's fused input norm and SplitSums, and session 8's page offset in the
-# kernel, single-reduction routing and unsliced split merge. Session 8 counted 12 launches per layer on the
-# H200, where s7e had ~18 (benchmarks/results/2026-12-01-s8-launch-counts-deviceless.md).
-# Compare with s7c/s7e: 315.0 / 313.3 tok/s, device 2.95 ms, dispatch 3.20-3.24 ms per tick.
+# Session 8, GPU call 1 (~4.5 min; results benchmarks/results/2026-12-01-s8a-*). Sessions 7 and 8 had changed
+# the decode tick without timing it. This call timed the defaults of the time on qwen3-30b-a3b fp8 C1, and
+# A/B'd FlatCall (DGJAX_FLAT_CALL=0), the add + norm kernel (DGJAX_ADD_NORM=ref) and the MoE down stage's
+# split finish (DGJAX_MOE_FUSE=none). It found those defaults slower than s7e: 256 tok/s, device 3.69 ms per
+# tick. That led to campaign_s8d.sh.
 python3 -m pip install --no-deps -q llguidance-*.whl
 END=$((SECONDS + 570))
 B="--contexts 1024 --prefill 2048 --decode-tokens 64 --trace-tokens 8"
