@@ -3,13 +3,8 @@
 # A/B'd FlatCall (DGJAX_FLAT_CALL=0), the add + norm kernel (DGJAX_ADD_NORM=ref) and the MoE down stage's
 # split finish (DGJAX_MOE_FUSE=none). It found those defaults slower than s7e: 256 tok/s, device 3.69 ms per
 # tick. That led to campaign_s8d.sh.
-python3 -m pip install --no-deps -q llguidance-*.whl
-END=$((SECONDS + 570))
-B="--contexts 1024 --prefill 2048 --decode-tokens 64 --trace-tokens 8"
-run() { name=$1; t=$2; shift 2; left=$((END - SECONDS)); [ $left -lt 60 ] && { echo "== $name skipped"; return; }
-        [ $t -gt $left ] && t=$left
-        timeout $t python3 -m benchmarks.decode_bench "$@" $B --out $OUT/$name > $OUT/$name.log 2>&1
-        echo "== $name ($SECONDS s)"; grep -hE "^\| 1024|Error" $OUT/$name/*.md $OUT/$name.log | head -3 | cut -d'|' -f2-9,12-16; }
+BUDGET_S=570
+source benchmarks/campaign_lib.sh
 Q="--preset qwen3-30b-a3b --quantize fp8 --concurrency 1"
 for v in 1 0; do
   DGJAX_FLAT_CALL=$v timeout 100 python3 -m benchmarks.host_overhead --preset qwen3-30b-a3b --quantize fp8 \

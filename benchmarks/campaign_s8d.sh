@@ -8,13 +8,8 @@
 # GEMV fusions (splits only / none / late norm), A/Bs the routing's padding rule (DGJAX_ROUTING_PAD=ids: the
 # old ids select) and the routing kernel, repeats FlatCall's A/B (s8a's runs differed by 6% at equal device
 # time), and runs glm.
-python3 -m pip install --no-deps -q llguidance-*.whl
-END=$((SECONDS + 560))
-B="--contexts 1024 --prefill 2048 --decode-tokens 64 --trace-tokens 8"
-run() { name=$1; t=$2; shift 2; left=$((END - SECONDS)); [ $left -lt 45 ] && { echo "== $name skipped"; return; }
-        [ $t -gt $left ] && t=$left
-        timeout $t python3 -m benchmarks.decode_bench "$@" $B --out $OUT/$name > $OUT/$name.log 2>&1
-        echo "== $name ($SECONDS s)"; grep -hE "^\| 1024|Error" $OUT/$name/*.md $OUT/$name.log | head -3 | cut -d'|' -f2-9,12-16; }
+BUDGET_S=560
+source benchmarks/campaign_lib.sh
 Q="--preset qwen3-30b-a3b --quantize fp8 --concurrency 1"
 DGJAX_QUANT_GEMV_FUSE=splits run q_splits 120 $Q
 DGJAX_QUANT_GEMV_FUSE=none run q_fuse_none 90 $Q

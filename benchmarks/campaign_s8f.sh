@@ -3,13 +3,8 @@
 # 6.75): the same device time, a longer tick. qwen3 fp8 and llama did not show it. Session 7's host-side
 # change was FlatCall, so it is A/B'd here on those two presets: first the host cost of a tiny-width tick,
 # then the engines.
-python3 -m pip install --no-deps -q llguidance-*.whl
-END=$((SECONDS + 520))
-B="--contexts 1024 --prefill 2048 --decode-tokens 64 --trace-tokens 8"
-run() { name=$1; t=$2; shift 2; left=$((END - SECONDS)); [ $left -lt 45 ] && { echo "== $name skipped"; return; }
-        [ $t -gt $left ] && t=$left
-        timeout $t python3 -m benchmarks.decode_bench "$@" $B --out $OUT/$name > $OUT/$name.log 2>&1
-        echo "== $name ($SECONDS s)"; grep -hE "^\| 1024|Error" $OUT/$name/*.md $OUT/$name.log | head -3 | cut -d'|' -f2-9,12-16; }
+BUDGET_S=520
+source benchmarks/campaign_lib.sh
 for v in 1 0; do
   DGJAX_FLAT_CALL=$v timeout 90 python3 -m benchmarks.host_overhead --preset qwen3-30b-a3b \
       --label "bf16 DGJAX_FLAT_CALL=$v" >> $OUT/overhead.log 2>&1

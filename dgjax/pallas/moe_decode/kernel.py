@@ -14,8 +14,9 @@ Why this shape:
   loaded side by side in one K loop, x rows padded to 16 by masked loads (Triton's `dot` needs every dim
   >= 16; the padding costs tensor-core time only). With one K split the program applies silu(gate) * up
   and writes h [slot, T, ffw] in x's dtype; with several splits (batch 1 has only top_k live slots, too
-  few column blocks to fill 132 SMs) it writes float32 partial sums, which the down stage sums, activates
-  and rounds as it loads its h rows (`act_in_down`; else a small jnp fusion finishes h, one launch more).
+  few column blocks to fill 132 SMs) it writes float32 partial sums and a small jnp fusion finishes h. With
+  `act_in_down` the down stage does that as it loads its h rows instead, one launch fewer, but on the H200
+  its weight loop got slower by more than the launch saved (api.py), so it is off by default.
 - Stage 2 (`_down_kernel`), grid (slot, embed block, K split): h of the slot times the down weight, scaled
   per row by the routing weight of that (token, expert) pair, written as float32 partials
   [split, slot, T, embed]; a jnp sum over splits and slots gives each token's output.

@@ -1,0 +1,17 @@
+# Shared by the campaign scripts (sourced from the repository root on the device machine):
+# installs the carried llguidance wheel, then `run NAME TIMEOUT DECODE_BENCH_ARGS...` runs decode_bench into
+# $OUT/NAME and prints its decode rows, unless fewer than 45 s remain before the call's own deadline
+# (BUDGET_S seconds after sourcing, default 560: a call may run 600). B holds the common decode_bench
+# arguments; a script may set it before sourcing.
+python3 -m pip install --no-deps -q llguidance-*.whl
+END=$((SECONDS + ${BUDGET_S:-560}))
+B=${B:-"--contexts 1024 --prefill 2048 --decode-tokens 64 --trace-tokens 8"}
+run() {
+  local name=$1 t=$2 left; shift 2
+  left=$((END - SECONDS))
+  [ $left -lt 45 ] && { echo "== $name skipped"; return; }
+  [ $t -gt $left ] && t=$left
+  timeout $t python3 -m benchmarks.decode_bench "$@" $B --out $OUT/$name > $OUT/$name.log 2>&1
+  echo "== $name ($SECONDS s)"
+  grep -hE "^\| [0-9]+ \||Error" $OUT/$name/*.md $OUT/$name.log | head -4 | cut -d'|' -f2-9,12-16
+}
