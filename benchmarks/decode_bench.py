@@ -54,7 +54,9 @@ NOTES = [
     "last stream's first token (all prefills done) to the first stream's last token; ms/step is the "
     "median over streams of each stream's token interval inside it, tok/s total = streams / (ms/step). "
     "Prefill time is excluded; 'dispatch ms/tick' is the median interval between the engine's decode "
-    "dispatches in the same window, a cross-check.",
+    "dispatches in the same window, a cross-check; 'host ms/dispatch' is the median host time inside one "
+    "dispatch (layout, sampling tensors, the executable call), the rest of the interval being the engine "
+    "waiting on and processing the previous tick.",
     "GB/step needed = every weight once (the embedding table only for the looked-up rows; MoE: only the "
     "routed experts the step's tokens touch, the expected distinct experts per layer under uniform "
     "routing, and no MTP layers) + the K/V of "
@@ -158,6 +160,7 @@ def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, c
     max_tokens = decode_max_tokens(context, concurrency, args.decode_tokens, args.prefill_chunk)
     t0 = time.perf_counter()
     window, _, dispatch_ms = be.decode(rng, context, concurrency, max_tokens, args.timeout)
+    host_ms = be.recorder.dispatch_host_ms(window.start, window.end, concurrency)
     wall = time.perf_counter() - t0
     traced = trace_events(lambda: be.decode(
         rng, context, concurrency,
@@ -174,7 +177,7 @@ def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, c
         "window_s": window.seconds, "window_tokens": window.tokens, "mean_context": window.mean_context,
         "stream_ms_per_step": [1e3 * x for x in window.step_s],
         "ms_per_step": ms, "tok_s_per_stream": window.per_stream_tok_s, "tok_s_aggregate": window.aggregate_tok_s,
-        "dispatch_ms_per_tick": dispatch_ms,
+        "dispatch_ms_per_tick": dispatch_ms, "host_ms_per_dispatch": host_ms,
         "weight_bytes": weights, "kv_bytes": kv, "bytes_per_step": step_bytes,
         "bytes_per_s": step_bytes / (ms / 1e3), "frac_ceiling": step_bytes / (ms / 1e3) / ceiling,
         "roofline_ms": 1e3 * step_bytes / ceiling,

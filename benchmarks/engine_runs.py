@@ -105,12 +105,14 @@ class DecodeRecorder:
         self.engine = engine
         self.executor = executor_of(engine)
         self.original = engine._dispatch_decode
-        self.dispatches: list[tuple[float, int]] = []  # (time, active rows)
+        self.dispatches: list[tuple[float, int, float]] = []  # (start time, active rows, seconds inside)
         engine._dispatch_decode = self
 
     def __call__(self, rows):
-        self.dispatches.append((time.perf_counter(), len(rows)))
-        return self.original(rows)
+        start = time.perf_counter()
+        out = self.original(rows)
+        self.dispatches.append((start, len(rows), time.perf_counter() - start))
+        return out
 
     def detach(self) -> None:
         """Undo the wrap (the wrapper would otherwise keep the engine in a reference cycle)."""
@@ -121,9 +123,16 @@ class DecodeRecorder:
 
     def tick_ms(self, start: float, end: float, rows: int) -> float | None:
         """Median interval between consecutive dispatches of `rows`-row ticks inside [start, end]."""
-        ts = [t for t, n in self.dispatches if start <= t <= end and n == rows]
+        ts = [t for t, n, _ in self.dispatches if start <= t <= end and n == rows]
         gaps = np.diff(ts)
         return float(1e3 * np.median(gaps)) if len(gaps) else None
+
+    def dispatch_host_ms(self, start: float, end: float, rows: int) -> float | None:
+        """Median host time inside the engine's decode dispatch (layout, sampling tensors, the executable call
+        until it returns) for `rows`-row ticks inside [start, end]. A tick interval well above the device
+        time with this flat points at the rest of the loop (waiting on and processing the previous tick)."""
+        spent = [d for t, n, d in self.dispatches if start <= t <= end and n == rows]
+        return float(1e3 * np.median(spent)) if spent else None
 
 
 class BenchEngine:

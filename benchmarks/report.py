@@ -67,8 +67,8 @@ def _decode_table(rows: list[dict]) -> list[str]:
     lines = [
         "| context | streams | ms/step | tok/s per stream | tok/s total | mean context | GB/step needed "
         "(weights + KV) | TB/s | of ceiling | roofline ms | device ms/step | device of ceiling | "
-        "device-idle share | ref attention gathers GB/step | dispatch ms/tick |",
-        "|" + "---|" * 15,
+        "device-idle share | ref attention gathers GB/step | dispatch ms/tick | host ms/dispatch |",
+        "|" + "---|" * 16,
     ]
     for d in rows:
         lines.append(
@@ -77,7 +77,7 @@ def _decode_table(rows: list[dict]) -> list[str]:
             f"{d['bytes_per_step'] / GB:.2f} ({d['weight_bytes'] / GB:.2f} + {d['kv_bytes'] / GB:.2f}) | "
             f"{d['bytes_per_s'] / 1e12:.3f} | {_pct(d['frac_ceiling'])} | {_f(d['roofline_ms'])} | "
             f"{_f(d['device_ms_per_step'])} | {_pct(d['device_frac_ceiling'])} | {_pct(d['idle_share'])} | "
-            f"{d['ref_gather_bytes'] / GB:.2f} | {_f(d['dispatch_ms_per_tick'])} |"
+            f"{d['ref_gather_bytes'] / GB:.2f} | {_f(d['dispatch_ms_per_tick'])} | {_f(d.get('host_ms_per_dispatch'))} |"
         )
     return lines
 

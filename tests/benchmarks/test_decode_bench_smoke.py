@@ -49,8 +49,9 @@ def test_tiny_preset_writes_markdown_and_json_with_finite_numbers(tmp_path):
         * PRESETS["tiny"]["head_dim"]
     for d in raw["decode"]:
         for key in ("ms_per_step", "tok_s_per_stream", "tok_s_aggregate", "bytes_per_step", "bytes_per_s",
-                    "frac_ceiling", "roofline_ms", "mean_context"):
+                    "frac_ceiling", "roofline_ms", "mean_context", "dispatch_ms_per_tick", "host_ms_per_dispatch"):
             assert positive(d[key]), (key, d)
+        assert d["host_ms_per_dispatch"] < d["dispatch_ms_per_tick"]  # a part of the tick interval
         # device time comes from a profiler trace of GPU kernels: none on the CPU
         assert d["device_ms_per_step"] is None and d["idle_share"] is None
         assert d["max_tokens"] == decode_max_tokens(d["context"], d["concurrency"], DECODE_TOKENS, CHUNK)
