@@ -103,6 +103,23 @@ def test_attention_merge_runs_the_kernel_only_for_small_batches(verified_triton_
     assert verified_triton_lowering == [True]
 
 
+def test_the_kernel_row_limit_follows_the_environment(monkeypatch):
+    """DGJAX_SPLIT_MERGE_ROWS moves the batch limit (the A/B of campaign_s9b); nonsense is refused."""
+    spec = jax.ShapeDtypeStruct
+    b = api.MAX_KERNEL_ROWS + 2
+    args = (spec((b, 4, 9, 16, 128), jnp.float32), spec((b, 4, 9, 16), jnp.float32), spec((b, 4, 9, 16), jnp.float32))
+
+    def lowered():
+        return jax.jit(lambda *a: api.merge_for_attention(*a, group=8, out_dtype=jnp.bfloat16, interpret=False)
+                       ).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+
+    monkeypatch.setenv(api.ROWS_ENV_VAR, str(b))
+    assert "split_merge" in lowered()
+    monkeypatch.setenv(api.ROWS_ENV_VAR, "all")
+    with pytest.raises(ValueError, match=api.ROWS_ENV_VAR):
+        lowered()
+
+
 def test_a_group_that_is_not_a_power_of_two_needs_no_slice_after_the_kernel():
     """GLM-4.5-Air's 12 q heads per KV head: the kernel stores only the real rows, so the merged output needs no
     slice of a padded [.., 16, D] result (a copy kernel per layer on the GPU)."""

@@ -5,21 +5,37 @@ MAX_KERNEL_ROWS rows, the jnp merge (ref.py) above.
   layer where XLA's merge took three kernels (4.4 µs) in qwen3-30b-a3b single-stream decode (width 2):
   313.8 vs 304.6 tok/s; but with it on, 4- and 16-stream decode ran 2-6% slower (qwen3-30b-a3b C4 674.4 vs
   691.2 tok/s; llama-3.1-8b C4 870.8 / C16 3184.2 vs 925.4 / 3290.0 on an earlier day), untraced.
+  That comparison crossed days and code versions, and session 8 found that one launch fewer per layer can
+  shorten the tick by more than it saves in device time (SplitSums: 2.82 vs 3.16 ms at 2.89 vs 2.93 ms of
+  device time). So DGJAX_SPLIT_MERGE_ROWS (default 2) moves the limit for an A/B (benchmarks/campaign_s9b.sh).
 """
 
 from __future__ import annotations
+
+import os
 
 import jax
 
 from dgjax.pallas.split_merge import kernel, ref
 
 MAX_KERNEL_ROWS = 2
+ROWS_ENV_VAR = "DGJAX_SPLIT_MERGE_ROWS"
+
+
+def max_kernel_rows() -> int:
+    """The batch up to which the kernel merges: $DGJAX_SPLIT_MERGE_ROWS (read at trace time), else MAX_KERNEL_ROWS."""
+    raw = os.environ.get(ROWS_ENV_VAR, "").strip()
+    if not raw:
+        return MAX_KERNEL_ROWS
+    if not raw.isdigit():
+        raise ValueError(f"{ROWS_ENV_VAR} must be a row count, got {raw!r}")
+    return int(raw)
 
 
 def merge_for_attention(acc: jax.Array, m: jax.Array, l: jax.Array, *, group: int, out_dtype,
                         interpret: bool) -> jax.Array:
     """acc float32 [B, KVH, S, GP, D], m, l float32 [B, KVH, S, GP] -> [B, KVH, group, D] in out_dtype: the
-    kernel while B <= MAX_KERNEL_ROWS, ref.py above."""
-    if acc.shape[0] <= MAX_KERNEL_ROWS and kernel.supports(acc.shape[-1]):
+    kernel while B <= max_kernel_rows(), ref.py above."""
+    if acc.shape[0] <= max_kernel_rows() and kernel.supports(acc.shape[-1]):
         return kernel.merge_splits(acc, m, l, group=group, out_dtype=out_dtype, interpret=interpret)
     return ref.merge_splits(acc, m, l, group, out_dtype)
