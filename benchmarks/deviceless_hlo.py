@@ -7,10 +7,12 @@ needed). The kernels' apis pick the Pallas path when `jax.default_backend()` is 
 it is; parameters and state are built on the CPU (random, `--layers` layers of the preset's shapes) and
 handed to the compiler as abstract arrays on the topology's device.
 
-Limits: XLA cannot autotune without a device, so its own dots (router, lm_head, dense projections) may
-compile differently from the H200 (seen with jax 0.10.2: a one-row dot as a multiply fusion plus a reduce
-fusion, where the H200 runs one Triton gemm). Those rows are marked; the fusions around them and the
-Pallas kernels are what the H200 compiles.
+Checked against the H200: at the engine's width for one stream (2 rows), qwen3-30b-a3b fp8's layer listing
+here is the one the H200's own HLO gives, launch for launch (benchmarks/results/2026-12-01-s8g-*). At
+1 row, which the engine never runs, XLA compiles some dots and norms differently, so the width is raised to
+the engine's bucket. Limits: XLA cannot autotune without a device, so its own dots (router, lm_head, dense
+projections) may still pick other tilings than on the H200. Those rows are marked `*`. And a count is not
+a timing: the session 8 cuts that lost on the H200 had looked as good here as the ones that won.
 
     python -m venv /work/venv-aot && /work/venv-aot/bin/pip install "jax[cuda13]==$(python -c 'import jax;
         print(jax.__version__)')" && /work/venv-aot/bin/pip install -e .
@@ -118,14 +120,16 @@ def model_dir_with_layers(preset: str, layers: int) -> str:
 
 
 def decode_hlo(preset: str, quantize: str | None, layers: int, width: int, target: str = "h200") -> str:
-    """The optimized HLO of the decode tick (width `width`, no top-logprobs) compiled for the H200 (or, with
-    target "cpu", for this machine's CPU, reference kernels and all: what the tests can run)."""
+    """The optimized HLO of the decode tick for `width` rows (at the engine's bucket for them, no top-logprobs)
+    compiled for the H200 (or, with target "cpu", for this machine's CPU, reference kernels and all: what the
+    tests can run)."""
     ecfg = EngineConfig(dtype="bfloat16", load_format="dummy", max_model_len=2064, max_concurrency=max(2, width),
                         decode_buckets=(width,), prefill_buckets=(64,), enable_prefix_cache=False,
                         aot_logprob_variants=False, aot_structured_variants=False, quantize=quantize)
     model_dir = model_dir_with_layers(preset, layers)
     cfg = ModelConfig.from_dir(model_dir)
     ex = load_model(model_dir, cfg, ecfg, ecfg.resolved_max_model_len(cfg)).executor  # CPU arrays, nothing compiled
+    width = ex.decode_width(width)  # the engine's bucket for that many rows (one stream decodes at width 2)
     mesh = h200_mesh() if target == "h200" else ex.mesh
     p_abs, s_abs = on_mesh(ex.call_params, mesh), on_mesh(ex.state, mesh)
     repl = NamedSharding(mesh, PartitionSpec())
@@ -146,7 +150,7 @@ def main() -> None:
     p.add_argument("--quantize", default=None)
     p.add_argument("--layers", type=int, default=2, help="layers to build (all of a family's layers compile alike)")
     p.add_argument("--layer", type=int, default=1, help="the layer whose launches are listed")
-    p.add_argument("--width", type=int, default=1)
+    p.add_argument("--width", type=int, default=1, help="decode rows (compiled at the engine's bucket for them: 2 for 1)")
     p.add_argument("--target", choices=("h200", "cpu"), default="h200")
     p.add_argument("--out", default=".")
     a = p.parse_args()
@@ -155,11 +159,11 @@ def main() -> None:
     with open(os.path.join(a.out, "decode.hlo.txt"), "w") as f:
         f.write(hlo)
     total = entry_launches(hlo)
-    print(f"{a.preset} {a.quantize or 'bf16'} width {a.width}, {a.layers} layers: {sum(total.values())} launches "
+    print(f"{a.preset} {a.quantize or 'bf16'} {a.width} rows, {a.layers} layers: {sum(total.values())} launches "
           f"per tick {dict(total)}")
     rows = layer_launches(hlo, a.layer)
     kinds = collections.Counter(k for _, k, _ in rows)
-    print(f"{a.preset} {a.quantize or 'bf16'} width {a.width} ({a.target} target): layer {a.layer} has "
+    print(f"{a.preset} {a.quantize or 'bf16'} {a.width} rows ({a.target} target): layer {a.layer} has "
           f"{len(rows)} launches {dict(kinds)}")
     for name, kind, scopes in rows:
         mark = " *" if any(d in name or d in kind for d in XLA_DOT_KINDS) else ""

@@ -234,8 +234,8 @@ def attention(
     stream) so that decode can fuse it into the qkv GEMV (dgjax/pallas/gemv).
     `page_offset`: where this layer's pages start in a pool several layers share (KVCache.page_offset);
     `batch.block_tables` and `slots` hold per-layer page ids and slots. The fused decode kernel adds the offset
-    as it reads them, so the shift costs no launch of its own (XLA ran two small index fusions per layer for
-    it); the other paths shift them here.
+    as it reads them, so the shift never costs a launch (XLA ran two small index fusions per layer for it at
+    1 row); the other paths shift them here.
     Decode (T == 1) with fused qkv weights hands the projection's output to one fused call (norm, rope,
     K/V append and attention: dgjax/pallas/fused_decode_attention) instead of the separate steps below.
     """

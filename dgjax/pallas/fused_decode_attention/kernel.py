@@ -212,7 +212,7 @@ def fused_decode_attention(
     48 q/k-normed layers of qwen3-30b-a3b doubled its decode compile time on the H200 (8.2 -> 16.8 s, s7d).
     page_offset: added to every page id of `block_tables` and to `slots` (in pages): where the layer's pages
     start in a pool shared by several layers. A runtime argument too, so the per-layer offsets cost neither
-    kernels nor the index fusions XLA otherwise runs per layer to add them.
+    kernels nor index fusions to add them (XLA ran two per layer at 1 row; at 2 or more it shares them per tick).
     """
     parts = qkv.parts.shape[0] if isinstance(qkv, SplitSums) else 0
     dtype = jnp.dtype(qkv.dtype)

@@ -5,8 +5,9 @@ Dispatch (decided at trace time):
 - impl "auto" (default): ref.py. Session 5's kernel (k serial max rounds over all tokens) picked the same
   experts as ref.py on the H200 (weights within 1.2e-7, benchmarks/moe_routing_check.py) but the engine ran
   slower with it (qwen3-30b-a3b C1 device 3.56 vs 3.34 ms per tick). The kernel now ranks like ref.py, one
-  program per token (kernel.py); it replaces three launches per layer, untimed on the GPU yet, so it stays
-  opt-in (GPU_PREFERRED False) until benchmarks/campaign_s8c.sh has run.
+  program per token (kernel.py), in place of XLA's three routing fusions. On the H200 (session 8, s8d) it
+  took the same device time as they did (200 vs ~207 µs per tick) but the tick was longer (325.0 vs 355.2
+  tok/s), so it stays opt-in (GPU_PREFERRED False).
 - impl "kernel": the kernel wherever it supports the case (the Pallas interpreter off GPU), ref.py elsewhere.
 `impl=None` reads DGJAX_MOE_ROUTING (auto | ref | kernel, default auto).
 """
@@ -22,7 +23,7 @@ from dgjax.pallas.moe_routing.ref import RoutingRule
 
 IMPLS = ("auto", "ref", "kernel")
 ENV_VAR = "DGJAX_MOE_ROUTING"
-GPU_PREFERRED = False  # until the rank kernel is timed in the engine (see above)
+GPU_PREFERRED = False  # the rank kernel did not win in the engine on the H200 (see above)
 
 
 def resolve_impl(impl: str | None = None) -> str:
