@@ -1,10 +1,10 @@
 """The residual add + RMSNorm between a decode layer's attention and its MLP: one kernel, or the jnp reference.
 
 Dispatch (trace time), `impl=None` reading DGJAX_ADD_NORM (auto | ref | kernel, default auto):
-- "auto": ref.py (GPU_PREFERRED False). On the H200 the kernel replaced XLA's three launches (partials' sum
-  and add, sum of squares, scaling) but took 5.1 µs per layer where the three took ~3.3: one program per row
-  reads all 16 float32 partials of the o projection (qwen3-30b-a3b fp8 C1: device 3.69 ms per tick with it,
-  3.59 without; benchmarks/results/2026-12-01-s8a-*).
+- "auto": ref.py (GPU_PREFERRED False). On the H200 the kernel replaced XLA's two launches (the partials'
+  sum with the add, then the norm as one Triton normalization fusion) but took 5.1 µs per layer where the
+  two took ~3.3: one program per row reads all 16 float32 partials of the o projection (qwen3-30b-a3b fp8
+  C1: device 3.69 ms per tick with it, 3.59 without; benchmarks/results/2026-12-01-s8a-*).
 - "ref": ref.py. "kernel": the kernel for decode rows (<= 16), fed the quantized o projection's split-K
   partials unsummed (`SplitSums`) or a plain array (interpreted off GPU).
 """

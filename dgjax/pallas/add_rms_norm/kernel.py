@@ -2,10 +2,11 @@
 
 Why: between attention and the MLP a decode layer adds the attention output to the residual stream and
 normalizes the sum. With the quantized o projection split over K (16 float32 partials at qwen3-30b-a3b
-shapes), XLA ran that as three kernels per layer: the partials' sum plus the add, the sum of squares, the
-scaling (1.3-1.5 us each on the H200, benchmarks/results/2026-12-01-s7e-*). Here one program per row
-loads the whole row once (E padded to a power of two, masked), sums the partials, adds, rounds, reduces
-and scales in registers, and stores both the new residual and the normalized row.
+shapes), XLA runs that as two kernels per layer: the partials' sum plus the add, then the norm as one
+Triton normalization fusion (three at 1 row). Here one program per row loads the whole row once (E padded
+to a power of two, masked), sums the partials, adds, rounds, reduces and scales in registers, and stores both
+the new residual and the normalized row. On the H200 that single program per row was slower than XLA's two
+launches (api.py), so the kernel is opt-in.
 Numerics: as ref.py: partials summed in float32 and rounded to x's dtype (then a bias added and rounded),
 the sum rounded to x's dtype, the norm in float32 on the rounded sum, the result rounded.
 """
