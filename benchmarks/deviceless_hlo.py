@@ -39,7 +39,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax.experimental import topologies  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
 
-from benchmarks.dump_decode_hlo import _CALL, _KIND, _TARGET, computations, layer_launches  # noqa: E402
+from benchmarks.dump_decode_hlo import entry_launches, layer_launches  # noqa: E402
 from benchmarks.presets import PRESETS, write_model_dir  # noqa: E402
 from dgjax.config import EngineConfig, ModelConfig  # noqa: E402
 from dgjax.runtime import param_packing, steps  # noqa: E402
@@ -73,18 +73,6 @@ runtime_version { major: 13 minor: 0 }
 device_description_str: "NVIDIA H200"
 """
 XLA_DOT_KINDS = ("gemm_fusion", "cublas", "__cublas", "triton_gemm")
-
-
-def entry_launches(hlo: str) -> collections.Counter:
-    """Kernels the entry computation launches, by kind (fusions and custom calls; each is one launch)."""
-    entry = next(v for k, v in computations(hlo).items() if k.startswith("main"))
-    kinds = collections.Counter()
-    for line in entry.splitlines():
-        m = _CALL.match(line)
-        if m:
-            kind = _KIND.search(line) or _TARGET.search(line)
-            kinds[kind.group(1) if kind else m.group(2)] += 1
-    return kinds
 
 
 def h200_mesh():

@@ -45,10 +45,25 @@ def computations(hlo: str) -> dict[str, str]:
     return out
 
 
+def _entry(hlo: str) -> str:
+    return next(v for k, v in computations(hlo).items() if k.startswith("main"))
+
+
+def _kind(line: str, call) -> str:
+    """A launch's label: the fusion kind, else the custom call's target, else the op."""
+    found = _KIND.search(line) or _TARGET.search(line)
+    return found.group(1) if found else call.group(2)
+
+
+def entry_launches(hlo: str) -> collections.Counter:
+    """Kernels the entry computation launches, by kind (fusions and custom calls; each is one launch)."""
+    return collections.Counter(_kind(line, m) for line in _entry(hlo).splitlines() if (m := _CALL.match(line)))
+
+
 def layer_launches(hlo: str, layer: int) -> list[tuple[str, str, list[str]]]:
     """(instruction, kind, scopes inside) of each fusion / custom call of the entry that touches `layer`."""
     comps = computations(hlo)
-    entry = next(v for k, v in comps.items() if k.startswith("main"))
+    entry = _entry(hlo)
     tag = f"layer_{layer}/"
     rows = []
     for line in entry.splitlines():
@@ -63,10 +78,7 @@ def layer_launches(hlo: str, layer: int) -> list[tuple[str, str, list[str]]]:
                          for s in _SCOPE.findall(body) if tag in s})
         if not scopes:
             continue
-        kind = _KIND.search(line)
-        target = _TARGET.search(line)
-        label = kind.group(1) if kind else (target.group(1) if target else m.group(2))
-        rows.append((m.group(1), label, scopes))
+        rows.append((m.group(1), _kind(line, m), scopes))
     return rows
 
 

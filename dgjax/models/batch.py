@@ -35,7 +35,7 @@ class KVCache:
     page_size, kv_heads, head_dim] in the cache dtype, or for an fp8 cache `QuantizedPages` (e4m3 values of
     that shape + float32 scales [layers_per_pool * num_pages, page_size, kv_heads]). Layer i lives in pool
     i // layers_per_pool, where it owns pages [j * num_pages, (j + 1) * num_pages) for j = i % layers_per_pool:
-    its page p is that pool's page j * num_pages + p (`layer_tables`, `layer_slots`).
+    its page p is that pool's page j * num_pages + p (`page_offset`).
 
     Why pools, not one array per layer: every array is an argument (and, donated, a result) of each step call,
     and on the H200 each costs the host ~1.4 µs per call (benchmarks/results/2026-12-01-s6d-host-cost.md): the
@@ -61,16 +61,9 @@ class KVCache:
         return layer // self.layers_per_pool
 
     def page_offset(self, layer: int) -> int:
-        """Where `layer`'s pages start in its pool: per-layer page ids plus this are pool page ids."""
+        """Where `layer`'s pages start in its pool: per-layer page ids plus this are pool page ids (the attention
+        shifts block tables and slots by it: dgjax.pallas.paged_attention.api.offset_pages)."""
         return (layer % self.layers_per_pool) * self.num_pages
-
-    def layer_tables(self, block_tables: jax.Array, layer: int) -> jax.Array:
-        """Block tables [B, P] of per-layer page ids -> page ids of `layer` in its pool."""
-        return block_tables + self.page_offset(layer)
-
-    def layer_slots(self, slots: jax.Array, layer: int) -> jax.Array:
-        """Flat per-layer cache slots -> flat slots of `layer` in its pool."""
-        return slots + self.page_offset(layer) * self.page_size
 
 
 MAX_POOL_ELEMENTS = 2**31 - 1  # int32 element offsets inside the attention kernels

@@ -40,7 +40,8 @@ def rms_norm(x: jax.Array, weight: Any, eps: float) -> jax.Array:
 
 def add_rms_norm(x: jax.Array, delta: Any, weight: Any, eps: float) -> tuple[jax.Array, jax.Array]:
     """(x + delta, rms_norm(x + delta)): the residual add and the norm after it. `delta` may be a split-K
-    projection's SplitSums, which a decode tick on the GPU finishes in the same kernel (dgjax/pallas/add_rms_norm)."""
+    projection's SplitSums, which the opt-in kernel (DGJAX_ADD_NORM=kernel, dgjax/pallas/add_rms_norm) sums in
+    the same launch."""
     with jax.named_scope("add_rms_norm"):
         return add_norm.add_rms_norm(x, delta, weight, eps)
 
@@ -198,9 +199,7 @@ def _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, co
         with jax.named_scope("qkv"):  # the input norm runs inside the GEMV where its kernel does
             # [B, kv_heads, group + 2, head_dim]; a split-K quantized GEMV hands over its partial sums unsummed
             qkv = matmul(x[:, 0], p.qkv, norm=input_norm, eps=cfg.rms_norm_eps, keep_splits=True)
-            if p.qkv_bias is not None:
-                qkv = (qkv.replace(bias=p.qkv_bias) if isinstance(qkv, split_sums.SplitSums)
-                       else qkv + p.qkv_bias.astype(qkv.dtype))
+            qkv = split_sums.add_bias(qkv, p.qkv_bias)
         cos, sin = cos_sin
         o, k_pages, v_pages = fused_decode.decode_attention(
             qkv, cos[:, 0], sin[:, 0], k_pages, v_pages, batch.block_tables, batch.context_lens,
@@ -209,9 +208,7 @@ def _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, co
         )
         with jax.named_scope("o_proj"):  # split-K partials may stay unsummed for the add + norm that follows
             out = matmul(o[:, None], p.o, contract=2, keep_splits=add_norm.use_kernel(x, splits=True))
-            if p.o_bias is not None:
-                out = (out.replace(bias=p.o_bias) if isinstance(out, split_sums.SplitSums)
-                       else out + p.o_bias.astype(out.dtype))
+            out = split_sums.add_bias(out, p.o_bias)
         return out, k_pages, v_pages
 
 
@@ -244,8 +241,8 @@ def attention(
         return _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, cos_sin, cfg,
                                        sliding_window, page_offset)
     if page_offset:
-        batch = batch.replace(block_tables=batch.block_tables + page_offset)
-        slots = slots + page_offset * k_pages.shape[1]
+        tables, slots = paged.offset_pages(batch.block_tables, slots, page_offset, k_pages.shape[1])
+        batch = batch.replace(block_tables=tables)
     if input_norm is not None:
         x = rms_norm(x, input_norm, cfg.rms_norm_eps)
     with jax.named_scope("attention"):

@@ -31,6 +31,14 @@ class SplitSums:
         return y if self.bias is None else y + self.bias.astype(self.dtype)
 
 
+def add_bias(x, bias):
+    """x + bias in x's dtype; for a SplitSums the bias rides along (added after the partials' sum is rounded,
+    which is where the unsplit projection adds it)."""
+    if bias is None:
+        return x
+    return x.replace(bias=bias) if isinstance(x, SplitSums) else x + bias.astype(x.dtype)
+
+
 def value(x):
     """The product itself: a SplitSums summed and rounded, anything else unchanged."""
     return x.value() if isinstance(x, SplitSums) else x

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dgjax.models.batch import create_kv_cache, kv_bytes_per_page, kv_cache_specs
+from dgjax.pallas.paged_attention import api as paged
 from dgjax.models.hf_config import parse_hf_config
 from dgjax.sharding import DEFAULT_RULES, make_mesh
 
@@ -38,8 +39,7 @@ def test_pools_stay_under_int32_element_offsets():
     assert specs.layers_per_pool == 3 and [s.shape[0] for s in specs.k] == [3 * pages, 2 * pages]
     assert all(np.prod(s.shape) < 2**31 for s in specs.k)
     assert [specs.pool_of(i) for i in range(5)] == [0, 0, 0, 1, 1] and specs.num_pages == pages
-    tables = jnp.zeros((1, 1), jnp.int32)
-    assert [int(specs.layer_tables(tables, i)[0, 0]) for i in range(5)] == [0, pages, 2 * pages, 0, pages]
+    assert [specs.page_offset(i) for i in range(5)] == [0, pages, 2 * pages, 0, pages]
 
 
 def test_layers_own_disjoint_page_ranges_of_the_pool():
@@ -47,8 +47,8 @@ def test_layers_own_disjoint_page_ranges_of_the_pool():
     tables = jnp.asarray([[0, 3, 9]], jnp.int32)
     slots = jnp.asarray([[0, 13, 39]], jnp.int32)  # page 0 slot 0, page 3 slot 1, page 9 slot 3
     for layer in range(3):
-        np.testing.assert_array_equal(cache.layer_tables(tables, layer), np.asarray([[0, 3, 9]]) + 10 * layer)
+        pool_tables, got = paged.offset_pages(tables, slots, cache.page_offset(layer), cache.page_size)
+        np.testing.assert_array_equal(pool_tables, np.asarray([[0, 3, 9]]) + 10 * layer)
         assert cache.pool_of(layer) == 0
-        got = np.asarray(cache.layer_slots(slots, layer))
-        np.testing.assert_array_equal(got // 4, np.asarray(cache.layer_tables(tables, layer)))  # same pages
-        np.testing.assert_array_equal(got % 4, [[0, 1, 3]])
+        np.testing.assert_array_equal(np.asarray(got) // 4, np.asarray(pool_tables))  # same pages
+        np.testing.assert_array_equal(np.asarray(got) % 4, [[0, 1, 3]])

@@ -208,3 +208,24 @@ def test_rank_top_k_keeps_ids_in_range_on_nan_and_large_inputs_take_lax_top_k():
     assert "top_k" in jaxpr
     small = big[:2]
     assert "top_k" not in str(jax.make_jaxpr(lambda a: ref.top_k(a, 8))(small))
+
+
+def test_both_padding_rules_route_alike_and_a_bad_rule_is_refused(monkeypatch):
+    """DGJAX_ROUTING_PAD: padding rows ranking the first real row's logits ("logits", the default) and taking its
+    ids afterwards ("ids") give the same experts and weights; anything else names the variable."""
+    from dgjax.pallas.moe_routing import ref
+
+    rng = np.random.default_rng(8)
+    logits = jnp.asarray(rng.standard_normal((4, 16)), jnp.float32)
+    valid = jnp.asarray([False, True, False, True])
+    rule = ref.RoutingRule("softmax", 4, norm_topk_prob=True)
+    got = {}
+    for mode in ref.PAD_MODES:
+        monkeypatch.setenv(ref.PAD_ENV_VAR, mode)
+        got[mode] = ref.select_experts(logits, rule, None, valid)
+    for a, b in zip(got["logits"], got["ids"]):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(got["ids"][0][0]), np.asarray(got["ids"][0][1]))  # row 0 pads like row 1
+    monkeypatch.setenv(ref.PAD_ENV_VAR, "both")
+    with pytest.raises(ValueError, match=ref.PAD_ENV_VAR):
+        ref.select_experts(logits, rule, None, valid)

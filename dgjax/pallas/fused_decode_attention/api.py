@@ -32,8 +32,7 @@ def decode_attention(
     use_kernel = (chosen == "kernel" or (chosen == "auto" and on_gpu)) and supported(
         qkv.shape, cos.shape[-1], k_pages.dtype) and not isinstance(k_pages, paged.QuantizedPages)
     if not use_kernel:
-        block_tables = block_tables + page_offset
-        slots = slots + page_offset * k_pages.shape[1]
+        block_tables, slots = paged.offset_pages(block_tables, slots, page_offset, k_pages.shape[1])
         return ref.fused_decode_attention(
             split_sums.value(qkv), cos, sin, k_pages, v_pages, block_tables, context_lens, positions, query_lens, slots,
             scale=scale, eps=eps, q_norm=stacked.value(q_norm), k_norm=stacked.value(k_norm),

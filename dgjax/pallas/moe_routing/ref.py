@@ -20,11 +20,12 @@ every distinct routed expert, so a padding row routed on its own could double a 
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from dgjax.pallas.launch import choose_impl
 
 SCORING = ("softmax", "sigmoid")
 # Sigmoid routers renormalize with this epsilon (HF Glm4Moe / DeepSeek-V3).
@@ -64,11 +65,9 @@ PAD_MODES = ("logits", "ids")
 def pad_mode() -> str:
     """How padding rows get the first valid row's experts (DGJAX_ROUTING_PAD, read at trace time): "logits"
     (default; they rank its logits) or "ids" (they rank their own and its ids replace theirs afterwards,
-    one launch more at widths > 1). An A/B until timed on the GPU."""
-    mode = (os.environ.get(PAD_ENV_VAR) or "logits").strip().lower()
-    if mode not in PAD_MODES:
-        raise ValueError(f"{PAD_ENV_VAR} must be one of {PAD_MODES}, got {mode!r}")
-    return mode
+    one launch more at widths > 1). On the H200 "logits" won: qwen3-30b-a3b fp8 C1 355.2 vs 347.3 tok/s
+    (benchmarks/results/2026-12-01-s8d-*)."""
+    return choose_impl(None, PAD_ENV_VAR, PAD_MODES, "routing padding", default="logits")
 
 
 def ids_like_first_valid(ids: jax.Array, valid: jax.Array) -> jax.Array:

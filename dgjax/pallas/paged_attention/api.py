@@ -45,6 +45,14 @@ def kv_slots(positions: jax.Array, query_lens: jax.Array, block_tables: jax.Arra
     return ref.kv_slots(positions, query_lens, block_tables, page_size)
 
 
+def offset_pages(block_tables: jax.Array, slots: jax.Array, page_offset: int, page_size: int
+                 ) -> tuple[jax.Array, jax.Array]:
+    """Per-layer page ids and flat slots shifted to where the layer's pages start in a pool several layers
+    share (KVCache.page_offset): what every path but the fused decode kernel (which adds it as it reads)
+    hands the attention."""
+    return block_tables + page_offset, slots + page_offset * page_size
+
+
 def write_kv(
     k_pages: jax.Array, v_pages: jax.Array, k: jax.Array, v: jax.Array, slots: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
