@@ -9,7 +9,7 @@ from benchmarks import ptx_census
 
 
 def test_stages_lower_to_triton_ir_in_both_fp8_dot_modes(monkeypatch):
-    for mode, f16_tiles in (("x", False), ("f16", True)):
+    for mode, f16_tiles in (("x", False), ("f16", True), ("swap", True)):
         monkeypatch.setenv("DGJAX_FP8_DOT", mode)
         jax.clear_caches()
         modules = ptx_census.triton_modules("qwen3-30b-a3b", "fp8", 2)

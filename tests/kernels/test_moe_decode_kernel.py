@@ -264,10 +264,11 @@ def test_fp8_experts_at_decode_widths_take_the_swept_launch():
     assert kernel.default_config(tiny, _fp8(np.zeros((E, F, H), np.float32)), 1, 2) != kernel.FP8_SMALL_BATCH
 
 
-@pytest.mark.parametrize("dot", ["x", "f16"])
+@pytest.mark.parametrize("dot", ["x", "f16", "swap"])
 def test_fp8_small_batch_launch_matches_the_reference(dot, set_fp8_dot):
     """FP8_SMALL_BATCH itself (gate/up split in 2, each split 3 K steps under a 2-step unroll: a remainder)
-    against ref.py, on 128 x 128 scale blocks, interpreted; with the dot in x's dtype and in float16."""
+    against ref.py, on 128 x 128 scale blocks, interpreted; with the dot in x's dtype, in float16, and in
+    float16 with the weight tile first (accumulators [bn, 16], turned at the end)."""
     set_fp8_dot(dot)
     e, h, f, top_k = 4, 768, 384, 2
     small = kernel.FP8_SMALL_BATCH.gate_up
@@ -366,6 +367,7 @@ def _abstract_node(fmt: str, experts: int, k: int, n: int):
     (1, "plain", None, "x"), (16, "plain", None, "x"), (3, "fp8", None, "x"), (1, "nvfp4", None, "x"),
     (2, "mxfp4", None, "x"), (4, "int4", None, "x"), (1, "int8", None, "x"),
     (2, "fp8", None, "x"), (2, "fp8", None, "f16"), (3, "fp8", None, "f16"),  # FP8_SMALL_BATCH; split-to-fill
+    (2, "fp8", None, "swap"), (3, "fp8", None, "swap"),
     (2, "fp8", kernel.Config(L(32, 128, 2, unroll=2), L(64, 128, unroll=4)), "x"),  # 6 down steps: 4 + 2
     (1, "plain", kernel.Config(L(32, 256, unroll=3), L(64, 64)), "x"),
 ])
@@ -385,4 +387,4 @@ def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, 
     used = config or kernel.default_config(gate, down, tokens, top_k)
     assert verified == [True, True] and f"moe_gate_up_{fmt}_t{tokens}_{used.gate_up.tag()}" in lowered.as_text()
     jaxpr = str(jax.make_jaxpr(lambda *a: kernel.moe_decode(*a, config=config))(*args))
-    assert bool(re.search(r"(?<!b)f16\[", jaxpr)) == (fmt == "fp8" and fp8_dot == "f16")  # float16 tiles only if asked
+    assert bool(re.search(r"(?<!b)f16\[", jaxpr)) == (fmt == "fp8" and fp8_dot != "x")  # float16 tiles only if asked

@@ -251,11 +251,13 @@ def test_unrolled_launches_lower_at_glm_shapes(rows, launch, verified_triton_low
     assert verified == [True] and launch.tag() in lowered.as_text()
 
 
+@pytest.mark.parametrize("dot", ["f16", "swap"])
 @pytest.mark.parametrize("magnitude", [1e-30, 1e-3, 1.0, 3e5, 1e30])
-def test_fp8_f16_dot_scales_rows_into_f16_range(magnitude, set_fp8_dot):
-    """DGJAX_FP8_DOT=f16: x rows far outside f16's range either way (bf16 holds 1e-30 and 1e30) are scaled
-    by powers of two and back, so the product matches the reference at every magnitude, row by row."""
-    set_fp8_dot("f16")
+def test_fp8_f16_dot_scales_rows_into_f16_range(magnitude, dot, set_fp8_dot):
+    """DGJAX_FP8_DOT=f16 (and swap, its weight-first form): x rows far outside f16's range either way (bf16
+    holds 1e-30 and 1e30) are scaled by powers of two and back, so the product matches the reference at every
+    magnitude, row by row."""
+    set_fp8_dot(dot)
     rng = np.random.default_rng(5)
     node, _ = _encode("fp8", _rows(rng))
     x = (magnitude * rng.standard_normal((3, K))).astype(np.float32)
@@ -296,6 +298,19 @@ def test_fused_norm_matches_norm_then_reference(rows, dtype, fmt, launch, late):
     _check(got, ref.quant_gemv(x, node, stack[2], eps=1e-5), dtype)
     other = kernel.quant_gemv(x, node, stack, 1, launch=launch, eps=1e-5, late_norm=late, interpret=True)
     assert not np.allclose(np.asarray(other, np.float32), np.asarray(got, np.float32), atol=1e-2)  # the row matters
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_fused_norm_with_the_swapped_fp8_dot(late, set_fp8_dot):
+    """DGJAX_FP8_DOT=swap keeps [bn, 16] accumulators: the late norm's row scales apply after they turn."""
+    set_fp8_dot("swap")
+    rng = np.random.default_rng(11)
+    node, _ = _encode("fp8", _rows(rng))
+    x = jnp.asarray(3 * rng.standard_normal((3, K)), jnp.bfloat16)
+    x = x * jnp.asarray([[1.0], [1e-3], [40.0]], jnp.bfloat16)  # rows of different scales
+    stack = jnp.asarray(1 + 0.5 * rng.standard_normal((4, K)), jnp.bfloat16)
+    got = kernel.quant_gemv(x, node, stack, 2, launch=L(64, 64, 2), eps=1e-5, late_norm=late, interpret=True)
+    _check(got, ref.quant_gemv(x, node, stack[2], eps=1e-5), jnp.bfloat16)
 
 
 def test_api_takes_stacked_rows_on_both_paths(monkeypatch):

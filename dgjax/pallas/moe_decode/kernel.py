@@ -187,8 +187,8 @@ def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: 
         return (carry[0] + tiles.tile_dot(xs, g_refs, op, expert, k0, n0, bk, bn),
                 carry[1] + tiles.tile_dot(xs, u_refs, op, expert, k0, n0, bk, bn))
 
-    zeros = jnp.zeros((MIN_DOT_ROWS, bn), jnp.float32)
-    acc_g, acc_u = loop(step, (zeros, zeros))
+    zeros = tiles.acc_zeros(op, x_ref.dtype, bn)
+    acc_g, acc_u = (tiles.acc_rows(op, x_ref.dtype, acc) for acc in loop(step, (zeros, zeros)))
     if fused:
         (h_ref,) = out_refs
         tiles.store_rows(h_ref, _act(acc_g, acc_u).astype(h_ref.dtype), tokens)
@@ -228,7 +228,7 @@ def _down_kernel(ids_ref, wts_ref, *refs, op: Operand, tokens: int, top_k: int, 
         xs = tiles.x_tiles(h_ref, tokens, k0, bk, op, rows=rows)
         return acc + tiles.tile_dot(xs, w_refs, op, expert, k0, n0, bk, bn)
 
-    acc = loop(step, jnp.zeros((MIN_DOT_ROWS, bn), jnp.float32))
+    acc = tiles.acc_rows(op, dtype, loop(step, tiles.acc_zeros(op, dtype, bn)))
     rw = _row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]
     # where, not a plain product: a token that did not pick this expert must add exactly 0, even if its
     # row overflowed.

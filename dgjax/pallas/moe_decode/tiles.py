@@ -9,7 +9,7 @@ An expert-stacked weight stands for [E, K, N] (K contracted). Formats and the ti
   converted to x's dtype (exact); the dot is scaled per output column by its block's scale, so a K step
   stays inside one scale block. By default (DGJAX_FP8_DOT=f16) the tile converts to float16 instead (one
   paired conversion per two values, not two per value) and x's rows are scaled into f16 range (`f16_rows`);
-  DGJAX_FP8_DOT=x keeps the dot in x's dtype.
+  DGJAX_FP8_DOT=x keeps the dot in x's dtype; DGJAX_FP8_DOT=swap is f16 with the operands swapped (`swapped`).
 - "nvfp4", "mxfp4", "int4" (packed nibbles [E, N, K/2], element 2i in the low nibble of byte i): a
   [BN, BK/2] byte tile; low and high nibbles are decoded separately and multiplied with the even and odd
   columns of x (two dots), so the nibbles never need re-interleaving. Their per-group scales (16 / 32 /
@@ -247,20 +247,42 @@ def _zero_points(z_ref, op: Operand, expert, n0, k0, bn: int, bk: int, cols: int
 
 
 F16_ROW_MAX_EXP = 14  # rows are scaled so their largest |value| lies in [2**14, 2**15) (f16 max 65504)
-FP8_DOTS = ("x", "f16")
+FP8_DOTS = ("x", "f16", "swap")
 FP8_DOT_ENV = "DGJAX_FP8_DOT"
 
 
 def fp8_dot() -> str:
     """The tensor-core dot of fp8 tiles with bf16/f16 x (read at trace time from $DGJAX_FP8_DOT):
-    "f16" (default) in float16 through `f16_rows`; "x" in x's dtype. The f16 loop (Triton 3.9, sm_90) has
-    112 instead of 192 conversions per iteration; on the H200 (benchmarks/results/2026-12-01-s6a-*) it took
-    qwen3-30b-a3b fp8 C1 from 297.3 to 302.9 tok/s and glm-4.5-air fp8 from 130.0 to 138.3."""
+    "f16" (default) in float16 through `f16_rows`; "x" in x's dtype; "swap": f16, weight tile first. The f16
+    loop (Triton 3.9, sm_90) has 112 instead of 192 conversions per iteration; on the H200
+    (benchmarks/results/2026-12-01-s6a-*) it took qwen3-30b-a3b fp8 C1 from 297.3 to 302.9 tok/s and
+    glm-4.5-air fp8 from 130.0 to 138.3."""
     return choose_impl(None, FP8_DOT_ENV, FP8_DOTS, "fp8 dot", default="f16")
 
 
 def _f16_dot(op: Operand, x_dtype) -> bool:
-    return op.fmt == "fp8" and jnp.dtype(x_dtype) != jnp.float32 and fp8_dot() == "f16"
+    return op.fmt == "fp8" and jnp.dtype(x_dtype) != jnp.float32 and fp8_dot() in ("f16", "swap")
+
+
+def swapped(op: Operand, x_dtype) -> bool:
+    """Whether `tile_dot` computes W_tile . x^T ([bn, 16]) instead of x . W_tile^T ([16, bn]) (DGJAX_FP8_DOT=swap).
+
+    Why: with the 16 padded x rows as the dot's M, Triton on sm_90 issues mma.sync m16n8k16; with the
+    converted weight tile as M (>= 64 columns) it issues the Hopper warpgroup MMA (wgmma m64n16k16, the
+    weight operand from registers), checked in the PTX of XLA's deviceless compile. Same multiply-adds,
+    another instruction. Kernels keep their accumulators in this orientation (`acc_zeros`) and turn them
+    once at the end (`acc_rows`)."""
+    return _f16_dot(op, x_dtype) and fp8_dot() == "swap"
+
+
+def acc_zeros(op: Operand, x_dtype, bn: int):
+    """float32 zeros in `tile_dot`'s result orientation: [16, bn], or [bn, 16] when `swapped`."""
+    return jnp.zeros((bn, MIN_DOT) if swapped(op, x_dtype) else (MIN_DOT, bn), jnp.float32)
+
+
+def acc_rows(op: Operand, x_dtype, acc):
+    """An accumulator of `tile_dot` results as [16, bn] rows (transposed once if `swapped`)."""
+    return acc.T if swapped(op, x_dtype) else acc
 
 
 def f16_rows(x):
@@ -282,7 +304,8 @@ def f16_rows(x):
 
 
 def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
-    """x tiles . (the expert's weight rows k0:k0+bk, columns n0:n0+bn) -> float32 [16, bn]."""
+    """x tiles . (the expert's weight rows k0:k0+bk, columns n0:n0+bn) -> float32 [16, bn] ([bn, 16] where
+    the tiles came from `x_tiles` of an fp8 weight and `swapped` holds)."""
     dtype = xs[0].dtype
     if op.fmt == "plain":
         (w_ref,) = refs
@@ -296,6 +319,9 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
         if len(xs) == 1:
             return plgpu.dot(xs[0], raw.astype(dtype), trans_b=True) * scale[None, :]
         x16, row_scale = xs  # the float16 dot (x_tiles)
+        if fp8_dot() == "swap":  # [bn, 16]: see `swapped`
+            out = plgpu.dot(raw.astype(jnp.float16), x16, trans_b=True)
+            return out * scale[:, None] * row_scale[None, :]
         out = plgpu.dot(x16, raw.astype(jnp.float16), trans_b=True)  # e4m3 -> f16: one paired convert
         return out * row_scale[:, None] * scale[None, :]
     if op.fmt == "int8":

@@ -134,12 +134,12 @@ def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: 
             sq = sq + tiles.row_squares(x_ref, rows, k0 + (other - s) * span, bk)
         return step(k0, acc), sq
 
-    acc = jnp.zeros((MAX_ROWS, bn), jnp.float32)
+    acc = tiles.acc_zeros(op, x_ref.dtype, bn)
     if normed and late_norm:
         acc, sq = loop(late_step, (acc, jnp.zeros((MAX_ROWS, 1), jnp.float32)))
-        acc = acc * lax.rsqrt(sq / op.k + eps)
+        acc = tiles.acc_rows(op, x_ref.dtype, acc) * lax.rsqrt(sq / op.k + eps)
     else:
-        acc = loop(step, acc)
+        acc = tiles.acc_rows(op, x_ref.dtype, loop(step, acc))
     tiles.store_rows(o_ref, acc.astype(o_ref.dtype), rows)
 
 
