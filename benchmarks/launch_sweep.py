@@ -83,6 +83,26 @@ def _deep_launches(k: int, n: int) -> list[Launch]:
     return out
 
 
+def _wide_launches(k: int, n: int) -> list[Launch]:
+    """Wider tiles (128-256 columns, 8 warps) and more K splits, no unroll: more bytes per K step. The fp8
+    step is held to one 128-wide scale block, so a 64-column fp8 tile moves 8 KB a step, half a bf16 tile
+    of the same shape, and unrolling never paid (s5b, s6a)."""
+    out = []
+    for bn in (64, 128, 256):
+        for warps in ((4,) if bn == 64 else (4, 8)):
+            for splits in (1, 2, 4, 8, 16):
+                programs = (n // bn) * splits
+                if n % bn == 0 and k % (128 * splits) == 0 and k // (128 * splits) >= 2 and 48 <= programs <= 1024:
+                    out.append(Launch(bn, 128, splits, num_warps=warps))
+    return out
+
+
+def _wide_moe_launches(k: int, n: int) -> list[Launch]:
+    """`_wide_launches` for an expert stage: 64-128 columns, up to 4 K splits of at least 2 steps."""
+    return [Launch(bn, 128, splits, num_warps=warps) for bn in (64, 128) for warps in ((4,) if bn == 64 else (4, 8))
+            for splits in (1, 2, 4) if n % bn == 0 and k % (128 * splits) == 0 and k // (128 * splits) >= 2]
+
+
 def _moe_launches(k: int, n: int, fmt: str) -> list[Launch]:
     out = []
     bks = (128,) if fmt == "fp8" else (128, 256)
@@ -157,7 +177,8 @@ def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float,
         jax.block_until_ready((nodes, bf16, want))  # nothing of the setup may still run inside a trace
         op = gemv_kernel.describe(nodes[0])
         default = gemv_kernel.default_launch(op)
-        launches = [default] + [la for la in (_deep_launches if deep else _dense_launches)(k, n) if la != default]
+        pick = _wide_launches if deep == "wide" else _deep_launches if deep else _dense_launches
+        launches = [default] + [la for la in pick(k, n) if la != default]
         launches = launches if gpu else launches[::7]  # CPU smoke: a few launches of each kind, interpreted
         print(f"{case}: K={k} N={n} fp8 {nbytes / 1e6:.1f} MB, {copies} copies, {len(launches)} launches", flush=True)
         runs, found = [], {}
@@ -223,9 +244,15 @@ def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: 
             g_op, d_op = moe_kernel.describe(ws[0]), moe_kernel.describe(ws[2])
             default = moe_kernel.default_config(ws[0], ws[2], rows, top_k)
             configs = [default]
-            launches = (lambda k_, n_: [la for la in _deep_launches(k_, n_) if la.splits == 1 and la.block_n <= 64]) \
-                if deep else (lambda k_, n_: _moe_launches(k_, n_, fmt))
-            g_l, d_l = launches(g_op.k, g_op.n), launches(d_op.k, d_op.n)
+            if deep == "wide":
+                launches = _wide_moe_launches
+            elif deep:
+                launches = lambda k_, n_: [la for la in _deep_launches(k_, n_)  # noqa: E731
+                                           if la.splits == 1 and la.block_n <= 64]
+            else:
+                launches = lambda k_, n_: _moe_launches(k_, n_, fmt)  # noqa: E731
+            g_l = launches(g_op.k, g_op.n) or [default.gate_up]  # (smoke shapes may fit none of a set)
+            d_l = launches(d_op.k, d_op.n) or [default.down]
             for i in range(max(len(g_l), len(d_l))):  # each timed config pairs the i-th launch of each stage
                 configs.append(moe_kernel.Config(g_l[i % len(g_l)], d_l[i % len(d_l)]))
             configs = list(dict.fromkeys(configs if gpu else configs[::7]))
@@ -297,6 +324,7 @@ def main(argv=None) -> list[Row]:
     p.add_argument("--only", choices=("dense", "moe", "all"), default="all")
     p.add_argument("--out")
     p.add_argument("--deep", action="store_true", help="the deep-unroll launch set instead of the basic one")
+    p.add_argument("--wide", action="store_true", help="the wide-tile launch set (`_wide_launches`) instead")
     p.add_argument("--cases", help="comma-separated case names to keep (default: all)")
     p.add_argument("--fmts", default="fp8,bf16", help="MoE weight formats")
     args = p.parse_args(argv)
@@ -308,10 +336,10 @@ def main(argv=None) -> list[Row]:
     rows = []
     if args.only in ("moe", "all"):
         rows += sweep_moe(keep(SMOKE_MOE if args.smoke else MOE), tuple(args.fmts.split(",")), args.rows, gpu,
-                          args.calls, args.budget_s, time.perf_counter(), args.deep)
+                          args.calls, args.budget_s, time.perf_counter(), "wide" if args.wide else args.deep)
     if args.only in ("dense", "all"):
         rows += sweep_dense(keep(SMOKE_DENSE if args.smoke else DENSE), args.rows, gpu, args.calls, args.budget_s,
-                            time.perf_counter(), args.deep)
+                            time.perf_counter(), "wide" if args.wide else args.deep)
     full = _table(rows, ceiling)
     head = f"read ceiling {ceiling / 1e12:.3f} TB/s" if ceiling else "no GPU: checked against ref.py, not timed"
     if args.out:
