@@ -152,6 +152,14 @@ def _timed_trace(runs: list[tuple[tuple[str, ...], object, tuple]], calls: int) 
     return per
 
 
+def _stage_markers(config, fmt: str, rows: int) -> tuple[str, str]:
+    """The ends of a config's two kernel names. With the stage in them, a gate/up launch and a down launch
+    of the same tag tell apart: `_timed_trace` starts the next run at a kernel that ends with one of its
+    markers and none of the current run's, so bare tags lumped runs together when one config's down tag was
+    the next config's gate/up tag (session 9's first --wide sweep)."""
+    return (f"gate_up_{fmt}_t{rows}_{config.gate_up.tag()}", f"down_{fmt}_t{rows}_{config.down.tag()}")
+
+
 def _fused_dequant_dot(x, node):
     """XLA's own fused path: the fp8 -> float32 * block scale -> x dtype chain as the dot's operand."""
     n, k = node.weight.shape
@@ -266,14 +274,14 @@ def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: 
                         moe_kernel.moe_decode(a, i, r, *w, config=cfg, interpret=not gpu) for i in ii))
                     got = fn(x, ws, ids, wts)[0]
                     found[config] = (_rel(got, want), "")
-                    runs.append(((config.gate_up.tag(), config.down.tag()), fn, (x, ws, ids, wts)))
+                    runs.append((_stage_markers(config, fmt, rows), fn, (x, ws, ids, wts)))
                 except Exception as ex:
                     found[config] = (None, f"{type(ex).__name__}: {str(ex).splitlines()[0][:80]}")
             per = calls * copies
             traced = dict(zip([r[0] for r in runs], _timed_trace(runs, calls))) if gpu and runs else {}
             for config, (err, note) in found.items():
                 us = {"moe_gate_up": None, "moe_down": None}
-                times = traced.get((config.gate_up.tag(), config.down.tag()))
+                times = traced.get(_stage_markers(config, fmt, rows))
                 if times:
                     us = {st: sum(v for name, v in times.items() if st in name) / per for st in us}
                     us["moe_down"] += sum(v for name, v in times.items() if "moe_" not in name) / per  # final sum

@@ -120,6 +120,29 @@ def test_default_launch_fills_the_gpu_at_llama_shapes():
             assert launch.block_k * (1 if op.fmt == "fp8" else 0.5) == kernel.ROW_BYTES_PER_STEP
 
 
+@pytest.mark.parametrize("wide", ["on", "off"])
+def test_fp8_takes_wide_blocks_where_its_splits_still_fill_the_gpu(wide, monkeypatch):
+    """DGJAX_QUANT_GEMV_WIDE (default on): fp8 at the swept shapes takes 128 columns and as many programs as
+    the 64-column rule; where K cannot split far enough (glm's shared down, K = 11 x 128) it keeps 64; other
+    formats keep 64; off: 64 everywhere."""
+    monkeypatch.setenv(kernel.WIDE_ENV_VAR, wide)
+    h200 = 2 * 132
+    fp8 = lambda k, n: kernel.Operand("fp8", 1, k, n, 2, (128, 128), (n // 128, k // 128))  # noqa: E731
+    want = {(4096, 14336): (128, 4), (12288, 4096): (128, 16), (4096, 2048): (128, 16), (2048, 5120): (128, 8),
+            (1408, 4096): (64, 1)}
+    for (k, n), (bn, splits) in want.items():
+        launch = kernel.default_launch(fp8(k, n), h200)
+        kernel.check_launch(fp8(k, n), launch)
+        if wide == "on":
+            assert (launch.block_n, launch.splits) == (bn, splits), (k, n, launch)
+        else:
+            assert launch.block_n == 64
+    assert kernel.default_launch(kernel.Operand("nvfp4", 1, 4096, 14336, 3, group=16), h200).block_n == 64
+    monkeypatch.setenv(kernel.WIDE_ENV_VAR, "maybe")
+    with pytest.raises(ValueError, match=kernel.WIDE_ENV_VAR):
+        kernel.default_launch(fp8(4096, 2048), h200)
+
+
 def test_bad_launch_knobs_are_rejected():
     node, _ = _encode("fp8", _rows(np.random.default_rng(0)))
     op = kernel.describe(node)

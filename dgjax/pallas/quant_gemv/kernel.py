@@ -36,7 +36,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from dgjax.pallas.launch import Launch, target_programs
+from dgjax.pallas.launch import Launch, choose_impl, target_programs
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, valid_block_k, valid_block_n
 from dgjax.pallas.split_sums import SplitSums
@@ -91,15 +91,37 @@ def supports(rows: int, w: Any, x_dtype: Any = jnp.bfloat16) -> bool:
     return any(valid_block_n(op, b) for b in BLOCK_N_DEFAULTS) and _block_k(op) is not None
 
 
-def default_launch(op: Operand, programs: int | None = None) -> Launch:
-    """64-column blocks, 128-byte K steps, and K splits until about `programs` programs are busy."""
-    programs = programs or target_programs()
-    bn = next(b for b in BLOCK_N_DEFAULTS if valid_block_n(op, b))
-    bk = _block_k(op)
+WIDE_ENV_VAR = "DGJAX_QUANT_GEMV_WIDE"
+WIDE_BLOCK_N = 128
+
+
+def wide_fp8() -> bool:
+    """Whether fp8 weights take 128-column blocks where their K splits still fill the GPU ($DGJAX_QUANT_GEMV_WIDE,
+    on | off, default on). Why: an fp8 K step stays inside one 128-wide scale block, so a 64-column tile moves
+    8 KB a step, half a bf16 tile's; 128 columns (16 KB a step, same programs through more splits) were
+    faster at every fp8 projection shape swept on the H200 (benchmarks/results/2026-12-01-s9d-*): glm-4.5-air
+    q/k/v 20.8 vs 23.4 µs, o 17.8 vs 18.9, qwen3-30b-a3b o 6.7 vs 7.0, q/k/v 7.8 vs 7.9."""
+    return choose_impl(None, WIDE_ENV_VAR, ("on", "off"), "quant gemv wide fp8 blocks", default="on") == "on"
+
+
+def _splits_to_fill(op: Operand, bn: int, bk: int, programs: int) -> int:
     splits = 1
     while (op.n // bn) * splits < programs and splits < MAX_SPLITS and op.k % (2 * splits * bk) == 0:
         splits *= 2
-    return Launch(bn, bk, splits)
+    return splits
+
+
+def default_launch(op: Operand, programs: int | None = None) -> Launch:
+    """64-column blocks (fp8: 128 where that still fills the GPU, `wide_fp8`), 128-byte K steps, and K splits
+    until about `programs` programs are busy."""
+    programs = programs or target_programs()
+    bk = _block_k(op)
+    if op.fmt == "fp8" and valid_block_n(op, WIDE_BLOCK_N) and wide_fp8():
+        splits = _splits_to_fill(op, WIDE_BLOCK_N, bk, programs)
+        if (op.n // WIDE_BLOCK_N) * splits >= programs or splits == MAX_SPLITS:
+            return Launch(WIDE_BLOCK_N, bk, splits)
+    bn = next(b for b in BLOCK_N_DEFAULTS if valid_block_n(op, b))
+    return Launch(bn, bk, _splits_to_fill(op, bn, bk, programs))
 
 
 def check_launch(op: Operand, launch: Launch) -> None:
