@@ -12,10 +12,15 @@ PROGRAMS_PER_SM = 2
 H200_SMS = 132  # used when the device does not report its multiprocessor count
 
 
-def target_programs() -> int:
-    """Programs worth launching: a couple per SM of the default device (H200's 132 SMs if unknown)."""
+def sm_count() -> int:
+    """Multiprocessors of the default device (H200's 132 if it does not say, or off GPU)."""
     sms = getattr(jax.devices()[0], "core_count", None) if jax.default_backend() == "gpu" else None
-    return PROGRAMS_PER_SM * (sms or H200_SMS)
+    return sms or H200_SMS
+
+
+def target_programs() -> int:
+    """Programs worth launching: a couple per SM of the default device."""
+    return PROGRAMS_PER_SM * sm_count()
 
 
 @dataclasses.dataclass(frozen=True)

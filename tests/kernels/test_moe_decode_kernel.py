@@ -252,24 +252,37 @@ def test_default_launches_tile_real_expert_shapes_without_k_splits():
     assert launch.block_k == 128 and launch.splits == 1
 
 
-def test_fp8_experts_at_decode_widths_take_the_swept_launch():
-    """1-2 tokens of fp8 experts (qwen3-30b-a3b, glm-4.5-air shapes): FP8_SMALL_BATCH; more tokens, or a
-    scale grid its 128-wide steps do not fit: the split-to-fill rule."""
-    for e, h, f in ((128, 2048, 768), (128, 4096, 1408)):
-        gate, down = _abstract_node("fp8", e, h, f), _abstract_node("fp8", e, f, h)
+@pytest.mark.parametrize("wide", ["on", "off"])
+def test_fp8_experts_at_decode_widths_take_the_swept_launch(wide, monkeypatch):
+    """1-2 tokens of fp8 experts (qwen3-30b-a3b, glm-4.5-air shapes): the wide-tile rule, or with
+    DGJAX_MOE_FP8_WIDE=off FP8_SMALL_BATCH; more tokens, or a scale grid 128-wide steps do not fit: the
+    split-to-fill rule."""
+    monkeypatch.setenv(kernel.FP8_WIDE_ENV_VAR, wide)
+    L128 = lambda s: L(128, 128, s)  # noqa: E731
+    want = {(2048, 768): kernel.Config(L128(4), L128(2)), (4096, 1408): kernel.Config(L128(2), L128(1))}  # swept
+    for (h, f), wide_config in want.items():
+        gate, down = _abstract_node("fp8", 128, h, f), _abstract_node("fp8", 128, f, h)
         for tokens in (1, 2):
-            assert kernel.default_config(gate, down, tokens, 8) == kernel.FP8_SMALL_BATCH
-        assert kernel.default_config(gate, down, 4, 8) != kernel.FP8_SMALL_BATCH
+            got = kernel.default_config(gate, down, tokens, 8)
+            assert got == (wide_config if wide == "on" else kernel.FP8_SMALL_BATCH)
+        assert kernel.default_config(gate, down, 4, 8) not in (wide_config, kernel.FP8_SMALL_BATCH)
     tiny = _fp8(np.zeros((E, H, F), np.float32))  # 16 x 32 scale blocks: 128-wide steps do not fit
-    assert kernel.default_config(tiny, _fp8(np.zeros((E, F, H), np.float32)), 1, 2) != kernel.FP8_SMALL_BATCH
+    tiny_config = kernel.default_config(tiny, _fp8(np.zeros((E, F, H), np.float32)), 1, 2)
+    assert tiny_config != kernel.FP8_SMALL_BATCH and tiny_config.gate_up.block_n < 128
+    monkeypatch.setenv(kernel.FP8_WIDE_ENV_VAR, "sometimes")
+    with pytest.raises(ValueError, match=kernel.FP8_WIDE_ENV_VAR):
+        kernel.default_config(gate, down, 1, 8)
 
 
+@pytest.mark.parametrize("wide", ["off", "on"])
 @pytest.mark.parametrize("dot", ["x", "f16", "swap"])
-def test_fp8_small_batch_launch_matches_the_reference(dot, set_fp8_dot):
-    """FP8_SMALL_BATCH itself (gate/up split in 2, each split 3 K steps under a 2-step unroll: a remainder)
-    against ref.py, on 128 x 128 scale blocks, interpreted; with the dot in x's dtype, in float16, and in
-    float16 with the weight tile first (accumulators [bn, 16], turned at the end)."""
+def test_fp8_small_batch_launch_matches_the_reference(dot, wide, set_fp8_dot, monkeypatch):
+    """The 1-2 token fp8 launches against ref.py on 128 x 128 scale blocks, interpreted: FP8_SMALL_BATCH
+    (gate/up split in 2, each split 3 K steps under a 2-step unroll: a remainder) and the wide-tile rule
+    (128 columns, gate/up split in 2); with the dot in x's dtype, in float16, and in float16 with the weight
+    tile first (accumulators [bn, 16], turned at the end)."""
     set_fp8_dot(dot)
+    monkeypatch.setenv(kernel.FP8_WIDE_ENV_VAR, wide)
     e, h, f, top_k = 4, 768, 384, 2
     small = kernel.FP8_SMALL_BATCH.gate_up
     assert (h // small.block_k // small.splits) % small.unroll == 1
@@ -277,7 +290,8 @@ def test_fp8_small_batch_launch_matches_the_reference(dot, set_fp8_dot):
     w = lambda *s: (0.1 * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
     block = (128, 128)
     gate, up, down = _fp8(w(e, h, f), block), _fp8(w(e, h, f), block), _fp8(w(e, f, h), block)
-    assert kernel.default_config(gate, down, 2, top_k) == kernel.FP8_SMALL_BATCH
+    want = kernel.Config(L(128, 128, 2), L(128, 128, 1)) if wide == "on" else kernel.FP8_SMALL_BATCH
+    assert kernel.default_config(gate, down, 2, top_k) == want
     ids = np.array([[3, 1], [3, 1]], np.int32)  # the padding row of a width-2 tick routes like the real row
     weights = np.array([[0.7, 0.3], [0.0, 0.0]], np.float32)
     x = jnp.asarray(rng.standard_normal((2, h)), jnp.bfloat16)

@@ -42,7 +42,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from dgjax.pallas.launch import Launch, target_programs
+from dgjax.pallas.launch import Launch, choose_impl, sm_count, target_programs
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
 from dgjax.pallas.split_sums import SplitSums
@@ -80,6 +80,35 @@ class Config:
 # ms/tick: qwen3-30b-a3b fp8 3.17 -> 3.02, glm-4.5-air fp8 7.38 -> 6.89, 147.2 tok/s).
 FP8_SMALL_BATCH = Config(Launch(64, 128, 2, unroll=2), Launch(64, 128, 1))
 FP8_SMALL_BATCH_TOKENS = 2
+# Session 9 (DGJAX_MOE_FP8_WIDE=on, the default): both stages take 128-column blocks (16 KB per K step, the
+# bytes of a 64-column bf16 step) and split K until about one program per SM is live. The wide-tile sweep
+# on the H200 (benchmarks/launch_sweep.py --wide, 2026-12-01-s9e-*), per layer at 2 rows on 8 experts:
+# qwen3-30b-a3b gate/up s4 + down s2 (23.0 µs, best; FP8_SMALL_BATCH 24.8); glm-4.5-air gate/up s2 + down
+# s1 (55.2 µs, best; 61.4).
+FP8_WIDE_BLOCK_N = 128
+FP8_WIDE_ENV_VAR = "DGJAX_MOE_FP8_WIDE"
+
+
+def fp8_wide() -> bool:
+    """Whether fp8 experts at 1-2 tokens take `fp8_wide_config` (on) or FP8_SMALL_BATCH (off)."""
+    return choose_impl(None, FP8_WIDE_ENV_VAR, ("on", "off"), "moe decode wide fp8 blocks", default="on") == "on"
+
+
+def fp8_wide_config(g: Operand, d: Operand, top_k: int, sms: int | None = None) -> Config | None:
+    """128-column blocks for both stages, K split (keeping >= 2 steps per split) until top_k live experts
+    run about one program per SM; None where 128 columns do not tile a stage."""
+    sms = sms or sm_count()
+    launches = []
+    for op in (g, d):
+        bn, bk = FP8_WIDE_BLOCK_N, 128
+        if not (valid_block_n(op, bn) and valid_block_k(op, bk) and op.k % bk == 0):
+            return None
+        splits = 1
+        while top_k * (op.n // bn) * splits < sms and op.k % (2 * splits * bk) == 0 \
+                and op.k // (2 * splits * bk) >= 2:
+            splits *= 2
+        launches.append(Launch(bn, bk, splits))
+    return Config(*launches)
 
 
 def supports(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str) -> bool:
@@ -122,10 +151,11 @@ def default_config(gate: Any, down: Any, tokens: int, top_k: int) -> Config:
     g, d = describe(gate), describe(down)
     if g.fmt == "plain":
         return Config(default_launch(g, GATE_UP_BLOCK_K), default_launch(d))
-    small = FP8_SMALL_BATCH
-    if g.fmt == "fp8" and tokens <= FP8_SMALL_BATCH_TOKENS and launch_fits(g, small.gate_up) \
-            and launch_fits(d, small.down):
-        return small
+    if g.fmt == "fp8" and tokens <= FP8_SMALL_BATCH_TOKENS:
+        small = fp8_wide_config(g, d, top_k) if fp8_wide() else None
+        small = small or FP8_SMALL_BATCH
+        if launch_fits(g, small.gate_up) and launch_fits(d, small.down):
+            return small
     live = expected_live_slots(g.experts, top_k, tokens)
     return Config(split_launch(g, live), split_launch(d, live))
 
