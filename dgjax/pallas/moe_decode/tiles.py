@@ -271,7 +271,10 @@ def swapped(op: Operand, x_dtype) -> bool:
     converted weight tile as M (>= 64 columns) it issues the Hopper warpgroup MMA (wgmma m64n16k16, the
     weight operand from registers), checked in the PTX of XLA's deviceless compile. Same multiply-adds,
     another instruction. Kernels keep their accumulators in this orientation (`acc_zeros`) and turn them
-    once at the end (`acc_rows`)."""
+    once at the end (`acc_rows`). It lost on the H200 (benchmarks/results/2026-12-01-s9c-*): qwen3-30b-a3b
+    fp8 C1 319.3 vs 355.9 tok/s (device 3.20 vs 2.90 ms per tick), every swept fp8 launch slower (its
+    weight tile reaches registers 2 bytes per shared-memory load), so the tensor-core instruction was not
+    what bounds the fp8 tiles. It stays for A/B."""
     return _f16_dot(op, x_dtype) and fp8_dot() == "swap"
 
 
