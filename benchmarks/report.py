@@ -30,7 +30,14 @@ def machine_info() -> dict:
         "jaxlib": jaxlib,
         "python": platform.python_version(),
         "host_cpus": os.cpu_count(),
+        "environment": switches(),
     }
+
+
+def switches() -> dict[str, str]:
+    """The DGJAX_* and XLA_* variables set for this run: the A/B switches a result file must name, since the
+    command line shows only the script's arguments."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(("DGJAX_", "XLA_"))}
 
 
 def platform_slug(device_kind: str) -> str:
@@ -119,6 +126,8 @@ def render_markdown(r: dict) -> str:
         "",
         f"- machine: {m['device_kind']} x{m['num_devices']} ({m['platform']}), jax {m['jax']}, "
         f"jaxlib {m['jaxlib']}, Python {m['python']}, {m['host_cpus']} host CPUs",
+        "- environment: " + (", ".join(f"`{k}={v}`" for k, v in m.get("environment", {}).items())
+                             or "no DGJAX_* / XLA_* variables set (the defaults)"),
         f"- HBM read ceiling (this run, {c['read_bytes'] / GB:.2f} GB bf16 row sums, median of "
         f"{len(c['read_samples_s'])} x {c['read_calls']} async calls): **{c['read_bytes_per_s'] / 1e12:.3f} TB/s**"
         + (f"; again at the end of the run: {c['read_end_bytes_per_s'] / 1e12:.3f} TB/s"

@@ -32,7 +32,7 @@ def test_tiny_preset_writes_markdown_and_json_with_finite_numbers(tmp_path):
         "--prefill-chunk", str(CHUNK), "--reference",
         "--out", str(tmp_path),
     ]
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", DGJAX_MOE_FP8_WIDE="on")  # a switch the files must name
     proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
@@ -40,6 +40,7 @@ def test_tiny_preset_writes_markdown_and_json_with_finite_numbers(tmp_path):
     md, raw = stem.with_suffix(".md").read_text(), json.loads(stem.with_suffix(".json").read_text())
     assert raw["machine"]["jax"] == jax.__version__ and "--preset tiny" in raw["command"]
     assert raw["command"] in md and jax.__version__ in md
+    assert raw["machine"]["environment"]["DGJAX_MOE_FP8_WIDE"] == "on" and "`DGJAX_MOE_FP8_WIDE=on`" in md
     assert positive(raw["ceiling"]["read_bytes_per_s"]) and positive(raw["ceiling"]["read_end_bytes_per_s"])
     assert positive(raw["ceiling"]["matmul_flops_per_s"])
 

@@ -81,10 +81,12 @@ class Config:
 FP8_SMALL_BATCH = Config(Launch(64, 128, 2, unroll=2), Launch(64, 128, 1))
 FP8_SMALL_BATCH_TOKENS = 2
 # Session 9 (DGJAX_MOE_FP8_WIDE=on, the default): both stages take 128-column blocks (16 KB per K step, the
-# bytes of a 64-column bf16 step) and split K until about one program per SM is live. The wide-tile sweep
-# on the H200 (benchmarks/launch_sweep.py --wide, 2026-12-01-s9e-*), per layer at 2 rows on 8 experts:
-# qwen3-30b-a3b gate/up s4 + down s2 (23.0 µs, best; FP8_SMALL_BATCH 24.8); glm-4.5-air gate/up s2 + down
-# s1 (55.2 µs, best; 61.4).
+# bytes of a 64-column bf16 step); gate/up splits K until about one program per SM is live, down stays
+# unsplit. The wide-tile sweep on the H200 (benchmarks/launch_sweep.py --wide, 2026-12-01-s9e-*), per layer
+# at 2 rows on 8 experts: qwen3-30b-a3b gate/up s4 + down s1 23.6 µs (FP8_SMALL_BATCH 24.8; best 23.0 with
+# down s2); glm-4.5-air gate/up s2 + down s1 55.2 µs (best; 61.4). Why down stays unsplit: in the engine
+# (s9f) a split down turned each layer's residual-add fusion into a reduce fusion (+13 µs per tick) and the
+# qwen3 tick got longer (336.0 vs 356.8 tok/s) though its kernels took 80 µs less.
 FP8_WIDE_BLOCK_N = 128
 FP8_WIDE_ENV_VAR = "DGJAX_MOE_FP8_WIDE"
 
@@ -95,20 +97,16 @@ def fp8_wide() -> bool:
 
 
 def fp8_wide_config(g: Operand, d: Operand, top_k: int, sms: int | None = None) -> Config | None:
-    """128-column blocks for both stages, K split (keeping >= 2 steps per split) until top_k live experts
-    run about one program per SM; None where 128 columns do not tile a stage."""
+    """128-column blocks for both stages; gate/up's K split (keeping >= 2 steps per split) until top_k live
+    experts run about one program per SM, down unsplit; None where 128 columns do not tile a stage."""
     sms = sms or sm_count()
-    launches = []
-    for op in (g, d):
-        bn, bk = FP8_WIDE_BLOCK_N, 128
-        if not (valid_block_n(op, bn) and valid_block_k(op, bk) and op.k % bk == 0):
-            return None
-        splits = 1
-        while top_k * (op.n // bn) * splits < sms and op.k % (2 * splits * bk) == 0 \
-                and op.k // (2 * splits * bk) >= 2:
-            splits *= 2
-        launches.append(Launch(bn, bk, splits))
-    return Config(*launches)
+    bn, bk = FP8_WIDE_BLOCK_N, 128
+    if not all(valid_block_n(op, bn) and valid_block_k(op, bk) and op.k % bk == 0 for op in (g, d)):
+        return None
+    splits = 1
+    while top_k * (g.n // bn) * splits < sms and g.k % (2 * splits * bk) == 0 and g.k // (2 * splits * bk) >= 2:
+        splits *= 2
+    return Config(Launch(bn, bk, splits), Launch(bn, bk, 1))
 
 
 def supports(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str) -> bool:

@@ -1,0 +1,15 @@
+# Prepared in session 9 for session 10 (~9 min): the wide fp8 defaults (quantized GEMV 128-column blocks;
+# MoE experts at 1-2 tokens 128-column blocks, gate/up split to one program per SM, down unsplit) against
+# both off, interleaved (off, on, off, on) so that the order of runs in a call cannot pose as the effect: in
+# session 9 the first engine run of a call was the slow one in 3 of 4 calls, and s9f's only qwen3 A/B put the
+# wide run first (336.0 vs 356.8 tok/s on 80 µs less device time). Decide by tok/s over both pairs, with
+# device ms/tick as the check. The result files now name the switches (`- environment:`).
+BUDGET_S=560
+source benchmarks/campaign_lib.sh
+for i in 1 2; do
+  DGJAX_QUANT_GEMV_WIDE=off DGJAX_MOE_FP8_WIDE=off run qwen3_off_$i 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1
+  run qwen3_on_$i 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1
+done
+DGJAX_QUANT_GEMV_WIDE=off DGJAX_MOE_FP8_WIDE=off XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 run glm_off 110 --preset glm-4.5-air --quantize fp8 --concurrency 1
+XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 run glm_on 110 --preset glm-4.5-air --quantize fp8 --concurrency 1
+(cd $OUT && tar czf runs.tgz */ 2>/dev/null && rm -rf */)
