@@ -25,7 +25,7 @@ import time
 import jax
 import numpy as np
 
-from benchmarks import report, roofline
+from benchmarks import gpu_state, report, roofline
 from benchmarks.ceilings import measure_matmul_ceiling, measure_read_ceiling
 from benchmarks.device_trace import steady_tick_stats, trace_events
 from benchmarks.engine_runs import BenchEngine, decode_max_tokens, engine_config, plan_engines
@@ -54,7 +54,9 @@ NOTES = [
     "last stream's first token (all prefills done) to the first stream's last token; ms/step is the "
     "median over streams of each stream's token interval inside it, tok/s total = streams / (ms/step). "
     "Prefill time is excluded; 'dispatch ms/tick' is the median interval between the engine's decode "
-    "dispatches in the same window, a cross-check; 'host ms/dispatch' is the median host time inside one "
+    "dispatches in the same window, a cross-check; 'SM MHz before / after': nvidia-smi's SM clock read "
+    "right before and after the window, which follows --warm-s seconds of device work (benchmarks/gpu_state.py: "
+    "an idle H200 drops to 345 MHz); 'host ms/dispatch' is the median host time inside one "
     "dispatch (layout, sampling tensors, the executable call), the rest of the interval being the engine "
     "waiting on and processing the previous tick.",
     "GB/step needed = every weight once (the embedding table only for the looked-up rows; MoE: only the "
@@ -121,6 +123,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "one (costs a second compile; avoids the reference attention's full-table reads)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds any one run may take")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--warm-s", type=float, default=1.0,
+                   help="seconds of device work right before each decode window (GPU only; benchmarks/gpu_state.py)")
     p.add_argument("--out", default="benchmarks/results", help="folder for the .md and .json results")
     args = p.parse_args(argv)
     args.preset = args.preset or ["llama-3.1-8b"]
@@ -158,10 +162,14 @@ def kv_dtype(args, dtype):
 def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, context: int,
                concurrency: int, rng: np.random.Generator, log: Progress) -> dict:
     max_tokens = decode_max_tokens(context, concurrency, args.decode_tokens, args.prefill_chunk)
+    gpu_state.spin(args.warm_s)  # the clocks up before the window (gpu_state's docstring)
+    clocks = {"before": gpu_state.clocks_mhz()}
     t0 = time.perf_counter()
     window, _, dispatch_ms = be.decode(rng, context, concurrency, max_tokens, args.timeout)
+    clocks["after"] = gpu_state.clocks_mhz()
     host_ms = be.recorder.dispatch_host_ms(window.start, window.end, concurrency)
     wall = time.perf_counter() - t0
+    gpu_state.spin(args.warm_s)
     traced = trace_events(lambda: be.decode(
         rng, context, concurrency,
         decode_max_tokens(context, concurrency, min(args.trace_tokens, args.decode_tokens), args.prefill_chunk),
@@ -187,7 +195,7 @@ def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, c
         "traced_ticks": dataclasses.asdict(ticks) if ticks else None,
         "ref_gather_bytes": roofline.ref_attention_gather_bytes(
             cfg, dtype, concurrency, be.max_model_len, args.page_size),
-        "engine_max_model_len": be.max_model_len, "wall_s": wall,
+        "engine_max_model_len": be.max_model_len, "wall_s": wall, "warm_s": args.warm_s, "clocks_mhz": clocks,
     }
     log(f"decode ctx={context} C={concurrency}: {ms:.2f} ms/step engine, {ticks} device, "
         f"{window.aggregate_tok_s:.1f} tok/s total, {100 * row['frac_ceiling']:.1f}% of ceiling ({wall:.1f} s)")

@@ -74,8 +74,9 @@ def _decode_table(rows: list[dict]) -> list[str]:
     lines = [
         "| context | streams | ms/step | tok/s per stream | tok/s total | mean context | GB/step needed "
         "(weights + KV) | TB/s | of ceiling | roofline ms | device ms/step | device of ceiling | "
-        "device-idle share | ref attention gathers GB/step | dispatch ms/tick | host ms/dispatch |",
-        "|" + "---|" * 16,
+        "device-idle share | ref attention gathers GB/step | dispatch ms/tick | host ms/dispatch | "
+        "SM MHz before / after |",
+        "|" + "---|" * 17,
     ]
     for d in rows:
         lines.append(
@@ -84,9 +85,16 @@ def _decode_table(rows: list[dict]) -> list[str]:
             f"{d['bytes_per_step'] / GB:.2f} ({d['weight_bytes'] / GB:.2f} + {d['kv_bytes'] / GB:.2f}) | "
             f"{d['bytes_per_s'] / 1e12:.3f} | {_pct(d['frac_ceiling'])} | {_f(d['roofline_ms'])} | "
             f"{_f(d['device_ms_per_step'])} | {_pct(d['device_frac_ceiling'])} | {_pct(d['idle_share'])} | "
-            f"{d['ref_gather_bytes'] / GB:.2f} | {_f(d['dispatch_ms_per_tick'])} | {_f(d.get('host_ms_per_dispatch'))} |"
+            f"{d['ref_gather_bytes'] / GB:.2f} | {_f(d['dispatch_ms_per_tick'])} | {_f(d.get('host_ms_per_dispatch'))} | "
+            f"{_clocks(d.get('clocks_mhz'))} |"
         )
     return lines
+
+
+def _clocks(c: dict | None) -> str:
+    """SM clock read before and after the window (benchmarks/gpu_state.py), or n/a."""
+    sm = [(c or {}).get(k) for k in ("before", "after")]
+    return " / ".join("n/a" if x is None else str(x["sm"]) for x in sm)
 
 
 def _speedups(r: dict) -> list[str]:

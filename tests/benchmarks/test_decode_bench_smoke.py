@@ -53,6 +53,7 @@ def test_tiny_preset_writes_markdown_and_json_with_finite_numbers(tmp_path):
                     "frac_ceiling", "roofline_ms", "mean_context", "dispatch_ms_per_tick", "host_ms_per_dispatch"):
             assert positive(d[key]), (key, d)
         assert d["host_ms_per_dispatch"] < d["dispatch_ms_per_tick"]  # a part of the tick interval
+        assert d["warm_s"] == 1.0 and set(d["clocks_mhz"]) == {"before", "after"}  # None without nvidia-smi
         # device time comes from a profiler trace of GPU kernels: none on the CPU
         assert d["device_ms_per_step"] is None and d["idle_share"] is None
         assert d["max_tokens"] == decode_max_tokens(d["context"], d["concurrency"], DECODE_TOKENS, CHUNK)
@@ -74,6 +75,6 @@ def test_tiny_preset_writes_markdown_and_json_with_finite_numbers(tmp_path):
     assert p["prompt_tokens"] == PREFILL[0] and p["chunks"] == math.ceil(PREFILL[0] / CHUNK)
     for key in ("ttft_s", "tok_s", "ms_per_chunk", "flops", "flops_per_s", "frac_matmul"):
         assert positive(p[key]), (key, p)
-    assert "## Decode" in md and "## Cold prefill" in md
+    assert "## Decode" in md and "## Cold prefill" in md and "SM MHz before / after" in md
     tail = proc.stdout[proc.stdout.rindex("read ceiling at the end"):]  # the table comes last
     assert "ms/step" in tail and "TTFT" in tail
