@@ -123,13 +123,13 @@ def test_default_launch_fills_the_gpu_at_llama_shapes():
 @pytest.mark.parametrize("wide", ["on", "off"])
 def test_fp8_takes_wide_blocks_where_its_splits_still_fill_the_gpu(wide, monkeypatch):
     """DGJAX_QUANT_GEMV_WIDE (default on): fp8 at the swept shapes takes 128 columns and as many programs as
-    the 64-column rule; where K cannot split far enough (glm's shared down, K = 11 x 128) it keeps 64; other
-    formats keep 64; off: 64 everywhere."""
+    the 64-column rule; where K cannot split far enough for 128 (glm's shared down, K = 11 x 128: 4 uneven
+    splits at most) it keeps 64; other formats keep 64; off: 64 everywhere."""
     monkeypatch.setenv(kernel.WIDE_ENV_VAR, wide)
     h200 = 2 * 132
     fp8 = lambda k, n: kernel.Operand("fp8", 1, k, n, 2, (128, 128), (n // 128, k // 128))  # noqa: E731
     want = {(4096, 14336): (128, 4), (12288, 4096): (128, 16), (4096, 2048): (128, 16), (2048, 5120): (128, 8),
-            (1408, 4096): (64, 1)}
+            (1408, 4096): (64, 4)}
     for (k, n), (bn, splits) in want.items():
         launch = kernel.default_launch(fp8(k, n), h200)
         kernel.check_launch(fp8(k, n), launch)
@@ -141,6 +141,39 @@ def test_fp8_takes_wide_blocks_where_its_splits_still_fill_the_gpu(wide, monkeyp
     monkeypatch.setenv(kernel.WIDE_ENV_VAR, "maybe")
     with pytest.raises(ValueError, match=kernel.WIDE_ENV_VAR):
         kernel.default_launch(fp8(4096, 2048), h200)
+
+
+@pytest.mark.parametrize("fmt,launch", [
+    ("fp8", L(64, 64, 4)),  # 11 K steps: 3, 3, 3, 2
+    ("fp8", L(32, 64, 2, unroll=2)),  # 6 + 5 steps, unrolled by 2: a remainder step in each split
+    ("int4", L(32, 64, 3)),  # 22 steps of 32 inputs: 8, 8, 6
+])
+def test_uneven_k_splits_match_the_reference(fmt, launch):
+    """K splits that do not cut the steps evenly (the last split runs fewer), against ref.py, summed inside
+    and kept as partials (SplitSums) for a consumer."""
+    rng = np.random.default_rng(13)
+    k = 11 * 64
+    node, _ = _encode(fmt, _rows(rng, k=k), in_shape=(k,))
+    x = jnp.asarray(rng.standard_normal((2, k)), jnp.float32)
+    want = ref.quant_gemv(x, node)
+    _check(kernel.quant_gemv(x, node, launch=launch, interpret=True), want, jnp.float32)
+    kept = kernel.quant_gemv(x, node, launch=launch, keep_splits=True, interpret=True)
+    assert kept.parts.shape[0] == launch.splits
+    _check(kept.value(), want, jnp.float32)
+
+
+def test_uneven_splits_where_k_does_not_halve(monkeypatch):
+    """glm-4.5-air's shared down (K = 11 x 128) splits in 4 uneven parts (64 -> 256 programs); a split count
+    that would leave a split empty is refused, and so is any uneven split for the late norm."""
+    monkeypatch.setenv(kernel.WIDE_ENV_VAR, "on")
+    op = kernel.Operand("fp8", 1, 1408, 4096, 2, (128, 128), (32, 11))
+    assert kernel.default_launch(op, 264) == L(64, 128, 4)
+    assert kernel.default_launch(op, 264, even=True) == L(64, 128, 1)
+    assert kernel.split_steps(11, 4) == 3 and kernel.split_steps(11, 8) is None
+    with pytest.raises(ValueError, match="does not tile"):
+        kernel.check_launch(op, L(64, 128, 8))
+    with pytest.raises(ValueError, match="even K splits"):
+        kernel.check_launch(op, L(64, 128, 4), even=True)
 
 
 def test_bad_launch_knobs_are_rejected():
@@ -272,6 +305,16 @@ def test_unrolled_launches_lower_at_glm_shapes(rows, launch, verified_triton_low
     lowered = jax.jit(lambda a, w: kernel.quant_gemv(a, w, launch=launch)).trace(x, node).lower(
         lowering_platforms=("cuda",))
     assert verified == [True] and launch.tag() in lowered.as_text()
+
+
+@pytest.mark.parametrize("launch", [L(64, 128, 4), L(64, 128, 4, unroll=2)])
+def test_uneven_splits_lower_at_the_glm_shared_down_shape(launch, verified_triton_lowering):
+    """The split's step count is a runtime value (3 or 2 of 11): the loop bounds must still verify."""
+    node = _abstract_node("fp8", 1408, 4096)
+    x = jax.ShapeDtypeStruct((2, 1408), jnp.bfloat16)
+    lowered = jax.jit(lambda a, w: kernel.quant_gemv(a, w, launch=launch)).trace(x, node).lower(
+        lowering_platforms=("cuda",))
+    assert verified_triton_lowering == [True] and launch.tag() in lowered.as_text()
 
 
 @pytest.mark.parametrize("dot", ["f16", "swap"])

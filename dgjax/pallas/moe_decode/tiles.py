@@ -127,9 +127,23 @@ def trips(live, steps: int):
     return jnp.where(live, jnp.int32(steps), jnp.int32(0))
 
 
-def k_loop(step, carry, k_steps: int, base, block_k: int, unroll: int, live=None):
+def k_loop(step, carry, k_steps: int, base, block_k: int, unroll: int, live=None, steps=None):
     """carry = step(k0, carry) for the `k_steps` K steps k0 = base, base + block_k, ...: `unroll` steps per
-    loop iteration (their loads issue together), then the remainder one at a time. `live` False: no step."""
+    loop iteration (their loads issue together), then the remainder one at a time. `live` False: no step.
+    `steps` (a traced int32 <= k_steps): only that many steps, the program's share of an uneven K split."""
+    if steps is not None:
+        n_full = lax.div(steps, jnp.int32(unroll))
+
+        def one(i, c):
+            return step(base + (n_full * unroll + i) * block_k, c)
+
+        def body_dyn(i, c):
+            for u in range(unroll):
+                c = step(base + (i * unroll + u) * block_k, c)
+            return c
+
+        carry = lax.fori_loop(jnp.int32(0), n_full, body_dyn, carry)
+        return lax.fori_loop(jnp.int32(0), steps - n_full * unroll, one, carry) if unroll > 1 else carry
     full, rest = divmod(k_steps, unroll)
     count = (lambda n: n) if live is None else (lambda n: trips(live, n))
 

@@ -104,30 +104,45 @@ def wide_fp8() -> bool:
     return choose_impl(None, WIDE_ENV_VAR, ("on", "off"), "quant gemv wide fp8 blocks", default="on") == "on"
 
 
-def _splits_to_fill(op: Operand, bn: int, bk: int, programs: int) -> int:
-    splits = 1
-    while (op.n // bn) * splits < programs and splits < MAX_SPLITS and op.k % (2 * splits * bk) == 0:
+def split_steps(total_steps: int, splits: int) -> int | None:
+    """K steps per split when `total_steps` are cut in `splits` (the last split may run fewer), or None where
+    a split would run none."""
+    per = -(-total_steps // splits)
+    return per if (splits - 1) * per < total_steps else None
+
+
+def _splits_to_fill(op: Operand, bn: int, bk: int, programs: int, even: bool = False) -> int:
+    """Doubling K splits while fewer than `programs` programs run. Where K's steps do not halve evenly (glm-4.5-air's
+    shared down: 1408 = 11 x 128 inputs, which left 64 programs on 132 SMs) the last split runs fewer steps,
+    unless `even` (the late norm sums every split's squares at its own step offsets)."""
+    splits, total = 1, op.k // bk
+    while (op.n // bn) * splits < programs and splits < MAX_SPLITS:
+        if op.k % (2 * splits * bk) != 0 and (even or split_steps(total, 2 * splits) is None):
+            break
         splits *= 2
     return splits
 
 
-def default_launch(op: Operand, programs: int | None = None) -> Launch:
+def default_launch(op: Operand, programs: int | None = None, even: bool = False) -> Launch:
     """64-column blocks (fp8: 128 where that still fills the GPU, `wide_fp8`), 128-byte K steps, and K splits
-    until about `programs` programs are busy."""
+    until about `programs` programs are busy (`even`: only splits that cut K's steps evenly)."""
     programs = programs or target_programs()
     bk = _block_k(op)
     if op.fmt == "fp8" and valid_block_n(op, WIDE_BLOCK_N) and wide_fp8():
-        splits = _splits_to_fill(op, WIDE_BLOCK_N, bk, programs)
+        splits = _splits_to_fill(op, WIDE_BLOCK_N, bk, programs, even)
         if (op.n // WIDE_BLOCK_N) * splits >= programs or splits == MAX_SPLITS:
             return Launch(WIDE_BLOCK_N, bk, splits)
     bn = next(b for b in BLOCK_N_DEFAULTS if valid_block_n(op, b))
-    return Launch(bn, bk, _splits_to_fill(op, bn, bk, programs))
+    return Launch(bn, bk, _splits_to_fill(op, bn, bk, programs, even))
 
 
-def check_launch(op: Operand, launch: Launch) -> None:
-    fits = op.k % (launch.splits * launch.block_k) == 0
+def check_launch(op: Operand, launch: Launch, even: bool = False) -> None:
+    """Blocks on the weight's grid; every split runs at least one K step (`even`: the same number)."""
+    steps = op.k // launch.block_k if op.k % launch.block_k == 0 else 0
+    fits = steps and (steps % launch.splits == 0 if even else split_steps(steps, launch.splits) is not None)
     if not (valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits):
-        raise ValueError(f"{launch} does not tile a [{op.k}, {op.n}] {op.fmt} weight (scale block {op.scale_block})")
+        raise ValueError(f"{launch} does not tile a [{op.k}, {op.n}] {op.fmt} weight (scale block {op.scale_block})"
+                         + (" in even K splits (late norm)" if even else ""))
 
 
 def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: int, normed: bool, eps: float,
@@ -136,8 +151,10 @@ def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: 
     j, s = pl.program_id(0), pl.program_id(1)
     bk, bn = launch.block_k, launch.block_n
     n0 = j * bn
+    total = op.k // bk
+    steps = None if total == k_steps * launch.splits else jnp.minimum(jnp.int32(k_steps), total - s * k_steps)
     loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
-                             unroll=launch.unroll)
+                             unroll=launch.unroll, steps=steps)
     norm = None
     if normed:  # the RMSNorm before the projection (row: a runtime value, one kernel per shape)
         norm_ref, row_ref = refs[-3], refs[-2]
@@ -186,8 +203,8 @@ def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: ja
         raise ValueError(f"the quantized GEMV kernel cannot multiply x {x.shape} {x.dtype} by a "
                          f"{type(w).__name__} of shape {w.shape}")
     op, arrays = tiles.operand(as_expert_stack(w))
-    launch = launch or default_launch(op)
-    check_launch(op, launch)
+    launch = launch or default_launch(op, even=late_norm)
+    check_launch(op, launch, even=late_norm)
     bn, bk, splits = launch.block_n, launch.block_k, launch.splits
     out_dtype = jnp.dtype(out_dtype or x.dtype)
     if splits == 1:
@@ -199,7 +216,7 @@ def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: ja
     normed = norm is not None
     if normed:
         arrays = list(arrays) + [norm.reshape(-1, op.k), jnp.asarray(norm_row, jnp.int32).reshape(1)]
-    kernel = functools.partial(_gemv_kernel, op=op, rows=rows, launch=launch, k_steps=op.k // (splits * bk),
+    kernel = functools.partial(_gemv_kernel, op=op, rows=rows, launch=launch, k_steps=split_steps(op.k // bk, splits),
                                normed=normed, eps=eps, late_norm=late_norm)
     out = pl.pallas_call(
         kernel,
