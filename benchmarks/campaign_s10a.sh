@@ -3,7 +3,11 @@
 # both off, interleaved (off, on, off, on) so that the order of runs in a call cannot pose as the effect: in
 # session 9 the first engine run of a call was the slow one in 3 of 4 calls, and s9f's only qwen3 A/B put the
 # wide run first (336.0 vs 356.8 tok/s on 80 µs less device time). Decide by tok/s over both pairs, with
-# device ms/tick as the check. The result files now name the switches (`- environment:`).
+# device ms/tick as the check. The result files now name the switches (`- environment:`) and the SM clock
+# before and after each window, which now follows 1 s of device work (decode_bench --warm-s).
+# Also in both glm arms: the shared expert's down projection (K = 11 x 128) now splits K unevenly in 4
+# (`quant_gemv_fp8_r2_bn64_bk128_s4_*`, 256 programs); in session 8-9 it ran unsplit (`..._s1_*`, 64
+# programs, ~8.3 µs a layer, 373 µs a tick): compare its row in the kernel tables.
 BUDGET_S=560
 source benchmarks/campaign_lib.sh
 for i in 1 2; do
