@@ -7,8 +7,9 @@ Dispatch (decided at trace time):
 - impl "kernel": the kernel on any platform (through the Pallas interpreter off GPU); with a logged
   warning, the reference where the kernel does not support the case.
 `impl=None` reads DGJAX_MOE_KERNEL (auto | ref | kernel, default auto), so one process can trace both paths
-by setting the variable before each `jit`. DGJAX_MOE_FUSE (all | none, default none): whether the down stage
-finishes split gate/up partials itself. It saves the launch between the stages, but on the H200 the down
+by setting the variable before each `jit`. DGJAX_MOE_FUSE (all | none | expert, default none): "all", the down
+stage finishes split gate/up partials itself; "expert", one kernel per layer does gate/up, activation and
+down for each ffw block (fused.py; non-packed formats; untimed, so opt-in). It saves the launch between the stages, but on the H200 the down
 kernel's loads of the float32 partials and its activation inside the weight loop cost more than that
 launch: qwen3-30b-a3b fp8 C1, moe_down 800 vs 473 µs per tick, device 3.69 vs 3.43 ms per tick
 (benchmarks/results/2026-12-01-s8a-*). So it is off by default. Weights are expert-stacked arrays ([E, embed, ffw] gate/up,
@@ -23,12 +24,12 @@ from typing import Any
 import jax
 
 from dgjax.pallas.launch import choose_impl
-from dgjax.pallas.moe_decode import kernel, ref
+from dgjax.pallas.moe_decode import fused, kernel, ref
 
 IMPLS = ("auto", "ref", "kernel")
 ENV_VAR = "DGJAX_MOE_KERNEL"
 FUSE_ENV_VAR = "DGJAX_MOE_FUSE"
-FUSIONS = ("all", "none")
+FUSIONS = ("all", "none", "expert")
 MAX_TOKENS = kernel.MAX_TOKENS
 log = logging.getLogger(__name__)
 
@@ -38,9 +39,15 @@ def resolve_impl(impl: str | None = None) -> str:
     return choose_impl(impl, ENV_VAR, IMPLS, "moe decode")
 
 
+def fusion() -> str:
+    """DGJAX_MOE_FUSE: "none" (default), "all" (the down stage sums and activates split gate/up partials) or
+    "expert" (gate/up, activation and down in one kernel: fused.py)."""
+    return choose_impl(None, FUSE_ENV_VAR, FUSIONS, "moe decode fusion", default="none")
+
+
 def act_in_down() -> bool:
-    """Whether the down stage sums and activates split gate/up partials (DGJAX_MOE_FUSE, default none)."""
-    return choose_impl(None, FUSE_ENV_VAR, FUSIONS, "moe decode fusion", default="none") == "all"
+    """Whether the down stage sums and activates split gate/up partials (DGJAX_MOE_FUSE=all)."""
+    return fusion() == "all"
 
 
 def use_kernel(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str, impl: str | None = None) -> bool:
@@ -65,6 +72,9 @@ def moe_decode(
     kernel's launch knobs (default: `kernel.default_config`).
     """
     if use_kernel(x.shape[0], gate, up, down, hidden_act, impl):
+        if fusion() == "expert" and config is None and fused.supports(x.shape[0], gate, up, down, hidden_act):
+            return fused.moe_decode(x, expert_ids, weights, gate, up, down, hidden_act=hidden_act,
+                                    interpret=jax.default_backend() != "gpu")
         return kernel.moe_decode(x, expert_ids, weights, gate, up, down, hidden_act=hidden_act, config=config,
                                  interpret=jax.default_backend() != "gpu", act_in_down=act_in_down())
     return ref.moe_decode(x, expert_ids, weights, gate, up, down, hidden_act)

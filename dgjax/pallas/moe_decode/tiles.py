@@ -202,9 +202,14 @@ def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None, rows=None) 
         return (xf * g).astype(tile.dtype)
 
     if not op.packed:
-        tile = load(k0 + c)
-        return f16_rows(tile) if _f16_dot(op, tile.dtype) else (tile,)
+        return row_tiles(load(k0 + c), op)
     return load(k0 + 2 * c), load(k0 + 2 * c + 1)
+
+
+def row_tiles(tile, op: Operand) -> tuple:
+    """A [16, cols] tile of rows (non-packed weights) as `tile_dot` takes it: itself, or for fp8 under the float16
+    dot the `f16_rows` pair."""
+    return f16_rows(tile) if _f16_dot(op, tile.dtype) else (tile,)
 
 
 def store_rows(o_ref, value, tokens: int):

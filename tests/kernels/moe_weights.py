@@ -1,0 +1,93 @@
+"""Tiny expert weights for the MoE decode kernel tests: dense float32 stacks, their quantized nodes (numpy
+encoders), NaN-poisoned experts (a kernel that reads an unrouted expert returns NaN), routings, and the
+tolerance check against ref.py."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, fp8_block, int_group, mxfp4, nvfp4
+
+E, H, F = 8, 64, 32
+FP8_BLOCK = (16, 32)  # several scale blocks per tiny expert: a column block straddles two of them
+
+
+def _np_moe(x, ids, weights, gate, up, down):
+    """float64 loop over tokens and their experts, dense [E, in, out] weights."""
+    silu = lambda v: v / (1.0 + np.exp(-v))  # noqa: E731
+    x = np.asarray(x, np.float64)
+    out = np.zeros_like(x)
+    for t in range(x.shape[0]):
+        for j, e in enumerate(ids[t]):
+            h = silu(x[t] @ gate[e]) * (x[t] @ up[e])
+            out[t] += weights[t, j] * (h @ down[e])
+    return out
+
+
+def _dense(rng, poisoned=()):
+    w = lambda *s: (0.15 * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
+    gate, up, down = w(E, H, F), w(E, H, F), w(E, F, H)
+    for a in (gate, up, down):
+        a[list(poisoned)] = np.nan
+    return gate, up, down
+
+
+def _fp8(w: np.ndarray, block=FP8_BLOCK) -> Fp8BlockWeight:
+    """Dense [E, in, out] -> an fp8 node over its [E, out, in] rows (NaN experts get NaN values and scales)."""
+    values, scale = fp8_block.quantize_np(np.swapaxes(w, 1, 2), block)
+    return Fp8BlockWeight(weight=jnp.asarray(values), scale=jnp.asarray(scale), shape=w.shape, in_dims=1,
+                          expert_dims=1, block=block)
+
+
+def _fp8_dense(node: Fp8BlockWeight) -> np.ndarray:
+    rows = fp8_block.dequantize_np(np.asarray(node.weight), np.asarray(node.scale), node.block)
+    return np.swapaxes(rows, 1, 2)
+
+
+INT4_GROUP, INT8_GROUP = 16, 32  # int4: two scale groups per 32-input K step
+
+
+def _node(fmt: str, w: np.ndarray):
+    """Dense [E, in, out] float32 -> a quantized node in `fmt` over its [E, out, in] rows (numpy encoders)."""
+    rows = np.swapaxes(w, 1, 2)
+    geo = dict(shape=w.shape, in_dims=1, expert_dims=1)
+    if fmt == "fp8":
+        return _fp8(w)
+    if fmt == "nvfp4":
+        packed, block_scale, global_scale = nvfp4.quantize_np(rows)
+        return Nvfp4Weight(packed=jnp.asarray(packed), block_scale=jnp.asarray(block_scale),
+                           global_scale=jnp.asarray(global_scale), **geo)
+    if fmt == "mxfp4":
+        packed, scale = mxfp4.quantize_np(rows)
+        return Mxfp4Weight(packed=jnp.asarray(packed), scale=jnp.asarray(scale), **geo)
+    bits, group, symmetric = (4, INT4_GROUP, False) if fmt == "int4" else (8, INT8_GROUP, True)
+    q, scale, zero = int_group.quantize_np(rows, bits, group, symmetric)
+    return IntWeight(values=jnp.asarray(int_group.values_from_q_np(q, bits)), scale=jnp.asarray(scale),
+                     zero_point=None if zero is None else jnp.asarray(zero), bits=bits, group_size=group, **geo)
+
+
+def _poison(node, experts):
+    """The node with NaN (or the format's NaN code) in the scales of `experts`: reading them shows."""
+    if isinstance(node, Nvfp4Weight):
+        return node.replace(global_scale=node.global_scale.at[experts].set(jnp.nan))
+    if isinstance(node, Mxfp4Weight):
+        return node.replace(scale=node.scale.at[experts].set(255))
+    return node.replace(scale=node.scale.at[experts].set(jnp.nan))
+
+
+def _routing(rng, tokens, top_k, experts=range(E)):
+    experts = np.asarray(list(experts))
+    ids = np.stack([rng.choice(experts, top_k, replace=False) for _ in range(tokens)]).astype(np.int32)
+    weights = rng.uniform(0.1, 1.0, (tokens, top_k)).astype(np.float32)
+    return ids, weights
+
+
+def _check(got, want, dtype):
+    got = np.asarray(jnp.asarray(got, jnp.float32))
+    want = np.asarray(jnp.asarray(want, jnp.float32))
+    assert np.isfinite(got).all(), "a NaN weight of an unrouted expert (or an unwritten output) was read"
+    if dtype == jnp.float32:
+        np.testing.assert_allclose(got, want, atol=2e-5 * max(1.0, np.abs(want).max()), rtol=0)
+    else:
+        np.testing.assert_allclose(got, want, rtol=2e-2, atol=1e-2 * np.abs(want).max())
