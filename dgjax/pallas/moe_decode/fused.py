@@ -40,14 +40,15 @@ BLOCK_N = 128  # down outputs per store (one fp8 scale block)
 BLOCK_K = 128  # embedding inputs per gate/up step
 
 
-def launch_for(g: Operand, d: Operand) -> tuple[int, int, int] | None:
-    """(block_f, block_n, block_k) that tile these weights (halving the defaults as needed), or None."""
+def launch_for(g: Operand, d: Operand, block_f: int = BLOCK_F) -> tuple[int, int, int] | None:
+    """(block_f, block_n, block_k) that tile these weights (halving `block_f` and the defaults as needed), or
+    None."""
     def first(ok, start):
         b = start
         while b >= tiles.MIN_DOT and not ok(b):
             b //= 2
         return b if b >= tiles.MIN_DOT else None
-    bf = first(lambda b: valid_block_n(g, b) and valid_block_k(d, b), BLOCK_F)
+    bf = first(lambda b: valid_block_n(g, b) and valid_block_k(d, b), block_f)
     bn = first(lambda b: valid_block_n(d, b), BLOCK_N)
     bk = first(lambda b: valid_block_k(g, b), BLOCK_K)
     return None if None in (bf, bn, bk) else (bf, bn, bk)
@@ -111,15 +112,16 @@ def _whole(shape):
     return pl.BlockSpec(shape, lambda *_: (0,) * len(shape))
 
 
-@functools.partial(jax.jit, static_argnames=("hidden_act", "num_warps", "num_stages", "interpret"))
-def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu", num_warps: int = 4,
-                    num_stages: int = 3, interpret: bool = False) -> jax.Array:
-    """float32 [ffw blocks, T * top_k, T, embed] whose sum over the first two axes is the output."""
+@functools.partial(jax.jit, static_argnames=("hidden_act", "block_f", "num_warps", "num_stages", "interpret"))
+def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu", block_f: int = BLOCK_F,
+                    num_warps: int = 4, num_stages: int = 3, interpret: bool = False) -> jax.Array:
+    """float32 [ffw blocks, T * top_k, T, embed] whose sum over the first two axes is the output (`block_f`,
+    `num_warps`, `num_stages`: launch knobs for sweeps)."""
     t, k = expert_ids.shape
     if not supports(t, gate, up, down, hidden_act):
         raise ValueError(f"the fused MoE decode kernel does not support T={t}, {hidden_act!r} or these weights")
     (g_op, g_arrays), (_, u_arrays), (d_op, d_arrays) = operand(gate), operand(up), operand(down)
-    bf, bn, bk = launch_for(g_op, d_op)
+    bf, bn, bk = launch_for(g_op, d_op, block_f)
     ids_flat = expert_ids.reshape(t * k).astype(jnp.int32)
     wts_flat = weights.reshape(t * k).astype(jnp.float32)
     a, blocks = t * k, g_op.n // bf
@@ -139,8 +141,10 @@ def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str =
     )(ids_flat, wts_flat, x, *arrays)
 
 
-@functools.partial(jax.jit, static_argnames=("hidden_act", "interpret"))
-def moe_decode(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu", interpret: bool = False):
+@functools.partial(jax.jit, static_argnames=("hidden_act", "block_f", "num_warps", "num_stages", "interpret"))
+def moe_decode(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu", block_f: int = BLOCK_F,
+               num_warps: int = 4, num_stages: int = 3, interpret: bool = False):
     """ref.moe_decode's result [T, embed] in x's dtype, each routed expert read once, in one kernel."""
-    parts = expert_partials(x, expert_ids, weights, gate, up, down, hidden_act=hidden_act, interpret=interpret)
+    parts = expert_partials(x, expert_ids, weights, gate, up, down, hidden_act=hidden_act, block_f=block_f,
+                            num_warps=num_warps, num_stages=num_stages, interpret=interpret)
     return parts.sum(axis=(0, 1)).astype(x.dtype)
