@@ -7,12 +7,13 @@ Dispatch (decided at trace time):
 - impl "kernel": the kernel on any platform (through the Pallas interpreter off GPU); with a logged
   warning, the reference where the kernel does not support the case.
 `impl=None` reads DGJAX_MOE_KERNEL (auto | ref | kernel, default auto), so one process can trace both paths
-by setting the variable before each `jit`. DGJAX_MOE_FUSE (all | none | expert, default none): "all", the down
-stage finishes split gate/up partials itself; "expert", one kernel per layer does gate/up, activation and
-down for each ffw block (fused.py; non-packed formats; untimed, so opt-in). It saves the launch between the stages, but on the H200 the down
-kernel's loads of the float32 partials and its activation inside the weight loop cost more than that
-launch: qwen3-30b-a3b fp8 C1, moe_down 800 vs 473 µs per tick, device 3.69 vs 3.43 ms per tick
-(benchmarks/results/2026-12-01-s8a-*). So it is off by default. Weights are expert-stacked arrays ([E, embed, ffw] gate/up,
+by setting the variable before each `jit`. DGJAX_MOE_FUSE (none | all | expert, default none):
+- "all": the down stage finishes split gate/up partials itself. It saves the launch between the stages, but on
+  the H200 the down kernel's loads of the float32 partials and its activation inside the weight loop cost more
+  than that launch: qwen3-30b-a3b fp8 C1, moe_down 800 vs 473 µs per tick, device 3.69 vs 3.43 ms per tick
+  (benchmarks/results/2026-12-01-s8a-*).
+- "expert": one kernel per layer does gate/up, activation and down for each ffw block (fused.py; non-packed
+  formats). Not timed on the H200 yet (benchmarks/campaign_s10c.sh), so opt-in. Weights are expert-stacked arrays ([E, embed, ffw] gate/up,
 [E, ffw, embed] down) or quantized nodes standing for them (`dgjax.quant`).
 """
 

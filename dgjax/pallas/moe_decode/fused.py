@@ -9,8 +9,9 @@ the XLA fusion that finishes its split partials, down, the final sum), and its d
 2. It applies the activation in registers and rounds h to x's dtype (the reference's rounding point).
 3. It multiplies h by the down weight's rows for those ffw columns, `block_n` outputs at a time, and stores
    each [T, block_n] piece, scaled by the routing weight, into its own float32 partial.
-The partials [ffw blocks, slots, T, embed] sum to the output in one XLA fusion (with the residual add):
-two launches a layer instead of four, and h never goes through memory.
+The partials [ffw blocks, slots, T, embed] are summed by XLA: in the deviceless compile of qwen3-30b-a3b fp8
+(benchmarks/deviceless_hlo.py) a layer's experts take the kernel, a reduce and the residual add, three
+launches instead of four, and h never goes through memory.
 Down's weight is read as [block_n, block_f] tiles: rows of block_f contiguous inputs, which for 64 fp8
 columns is 64 bytes, two DRAM sectors.
 Slots and the dedupe are the two-stage kernel's (first slot of an expert computes, the others store zeros).
