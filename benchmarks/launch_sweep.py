@@ -232,21 +232,34 @@ def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float,
     return out
 
 
+def moe_case(case: str, e: int, h: int, f: int, top_k: int, rows: int, gpu: bool):
+    """(dense float32 gate, up, down; copies; routing ids per copy; routing weights; x rows) of one expert
+    case. Each copy routes every row to its own top_k experts (copy c: experts c*top_k .. c*top_k + top_k - 1),
+    so a timed call over all copies reads its weights from HBM; the rows share their experts, as one stream's
+    padding row does."""
+    key = jax.random.key(len(case))
+    dense = [0.05 * jax.random.normal(jax.random.fold_in(key, i), s, jnp.float32)
+             for i, s in enumerate(((e, h, f), (e, h, f), (e, f, h)))]
+    copies = e // top_k if gpu else 1
+    ids = [jnp.tile(jnp.arange(c * top_k, (c + 1) * top_k, dtype=jnp.int32)[None], (rows, 1)) for c in range(copies)]
+    wts = jax.nn.softmax(jax.random.normal(jax.random.fold_in(key, 7), (rows, top_k)), -1)
+    x = jax.random.normal(jax.random.fold_in(key, 9), (rows, h), jnp.float32).astype(jnp.bfloat16)
+    return dense, copies, ids, wts, x
+
+
+def moe_weights(dense: list, fmt: str) -> tuple:
+    """The case's expert weights in `fmt` ("fp8" blocks or "bf16"), on the device and ready."""
+    ws = tuple(_fp8(w, 1) for w in dense) if fmt == "fp8" else tuple(w.astype(jnp.bfloat16) for w in dense)
+    return jax.block_until_ready(ws)
+
+
 def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: int, budget_s: float,
               t0: float, deep: bool = False) -> list[Row]:
     out = []
     for case, (e, h, f, top_k) in shapes.items():
-        key = jax.random.key(len(case))
-        dense = [0.05 * jax.random.normal(jax.random.fold_in(key, i), s, jnp.float32)
-                 for i, s in enumerate(((e, h, f), (e, h, f), (e, f, h)))]
-        copies = e // top_k if gpu else 1  # copy c routes to experts c*top_k .. c*top_k + top_k - 1
-        ids = [jnp.tile(jnp.arange(c * top_k, (c + 1) * top_k, dtype=jnp.int32)[None], (rows, 1))
-               for c in range(copies)]
-        wts = jax.nn.softmax(jax.random.normal(jax.random.fold_in(key, 7), (rows, top_k)), -1)
-        x = jax.random.normal(jax.random.fold_in(key, 9), (rows, h), jnp.float32).astype(jnp.bfloat16)
+        dense, copies, ids, wts, x = moe_case(case, e, h, f, top_k, rows, gpu)
         for fmt in fmts:
-            ws = tuple(_fp8(w, 1) for w in dense) if fmt == "fp8" else tuple(w.astype(jnp.bfloat16) for w in dense)
-            jax.block_until_ready(ws)
+            ws = moe_weights(dense, fmt)
             per_expert = sum(a.nbytes for a in jax.tree_util.tree_leaves(ws)) / e
             mb = {"gate_up": per_expert * top_k * 2 / 3 / 1e6, "down": per_expert * top_k / 3 / 1e6}
             want = moe_ref.moe_decode(x, ids[0], wts, *ws).astype(jnp.float32)

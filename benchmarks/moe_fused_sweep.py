@@ -23,7 +23,7 @@ import jax.numpy as jnp
 
 from benchmarks import gpu_state
 from benchmarks.ceilings import measure_read_ceiling
-from benchmarks.launch_sweep import MOE, SMOKE_MOE, Row, _fp8, _rel, _table, _timed_trace
+from benchmarks.launch_sweep import MOE, SMOKE_MOE, Row, _rel, _table, _timed_trace, moe_case, moe_weights
 from dgjax.pallas.moe_decode import fused
 from dgjax.pallas.moe_decode import kernel as moe_kernel
 from dgjax.pallas.moe_decode import ref as moe_ref
@@ -34,17 +34,9 @@ VARIANTS = [(bf, w) for bf in (32, 64, 128) for w in (4, 8)]  # (ffw columns a p
 def sweep(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: int, budget_s: float) -> list[Row]:
     out, t0 = [], time.perf_counter()
     for case, (e, h, f, top_k) in shapes.items():
-        key = jax.random.key(len(case))
-        dense = [0.05 * jax.random.normal(jax.random.fold_in(key, i), s, jnp.float32)
-                 for i, s in enumerate(((e, h, f), (e, h, f), (e, f, h)))]
-        copies = e // top_k if gpu else 1  # copy c routes to experts c*top_k .. c*top_k + top_k - 1
-        ids = [jnp.tile(jnp.arange(c * top_k, (c + 1) * top_k, dtype=jnp.int32)[None], (rows, 1))
-               for c in range(copies)]
-        wts = jax.nn.softmax(jax.random.normal(jax.random.fold_in(key, 7), (rows, top_k)), -1)
-        x = jax.random.normal(jax.random.fold_in(key, 9), (rows, h), jnp.float32).astype(jnp.bfloat16)
+        dense, copies, ids, wts, x = moe_case(case, e, h, f, top_k, rows, gpu)
         for fmt in fmts:
-            ws = tuple(_fp8(w, 1) for w in dense) if fmt == "fp8" else tuple(w.astype(jnp.bfloat16) for w in dense)
-            jax.block_until_ready(ws)
+            ws = moe_weights(dense, fmt)
             mb = sum(a.nbytes for a in jax.tree_util.tree_leaves(ws)) / e * top_k / 1e6
             want = moe_ref.moe_decode(x, ids[0], wts, *ws).astype(jnp.float32)
             g_op, d_op = moe_kernel.describe(ws[0]), moe_kernel.describe(ws[2])

@@ -83,11 +83,13 @@ def _routing(rng, tokens, top_k, experts=range(E)):
     return ids, weights
 
 
-def _check(got, want, dtype):
+def _check(got, want, dtype, bf16_atol: float = 1e-2, unread: str = "an unrouted expert"):
+    """got == want to float32 rounding (2e-5 of the largest value) or, for 16-bit x, to `bf16_atol` of it; NaN
+    anywhere means a poisoned weight (`unread`) or an unwritten output was read."""
     got = np.asarray(jnp.asarray(got, jnp.float32))
     want = np.asarray(jnp.asarray(want, jnp.float32))
-    assert np.isfinite(got).all(), "a NaN weight of an unrouted expert (or an unwritten output) was read"
+    assert np.isfinite(got).all(), f"a NaN weight of {unread} (or an unwritten output) was read"
     if dtype == jnp.float32:
         np.testing.assert_allclose(got, want, atol=2e-5 * max(1.0, np.abs(want).max()), rtol=0)
     else:
-        np.testing.assert_allclose(got, want, rtol=2e-2, atol=1e-2 * np.abs(want).max())
+        np.testing.assert_allclose(got, want, rtol=2e-2, atol=bf16_atol * np.abs(want).max())

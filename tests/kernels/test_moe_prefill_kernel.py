@@ -13,36 +13,17 @@ import numpy as np
 import pytest
 
 from dgjax.pallas.moe_prefill import api, kernel, ref
-from dgjax.quant import Fp8BlockWeight, fp8_block
+from dgjax.quant import Fp8BlockWeight
 
-E, H, F = 8, 64, 32
-FP8_BLOCK = (16, 32)
+from moe_weights import E, FP8_BLOCK, H, _dense, _fp8, _np_moe  # tests/kernels is on sys.path (pytest's prepend import mode)
+from moe_weights import _check as _check_routed
+
 L, C = kernel.Launch, kernel.Config
 
 
-def _dense(rng, poisoned=()):
-    w = lambda *s: (0.15 * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
-    gate, up, down = w(E, H, F), w(E, H, F), w(E, F, H)
-    for a in (gate, up, down):
-        a[list(poisoned)] = np.nan
-    return gate, up, down
-
-
-def _fp8(w: np.ndarray) -> Fp8BlockWeight:
-    """Dense [E, in, out] -> an fp8 node over its [E, out, in] rows (NaN experts get NaN values and scales)."""
-    values, scale = fp8_block.quantize_np(np.swapaxes(w, 1, 2), FP8_BLOCK)
-    return Fp8BlockWeight(weight=jnp.asarray(values), scale=jnp.asarray(scale), shape=w.shape, in_dims=1,
-                          expert_dims=1, block=FP8_BLOCK)
-
-
 def _check(got, want, dtype):
-    got = np.asarray(jnp.asarray(got, jnp.float32))
-    want = np.asarray(jnp.asarray(want, jnp.float32))
-    assert np.isfinite(got).all(), "a NaN weight of an empty group (or an unwritten row) was read"
-    if dtype == jnp.float32:
-        np.testing.assert_allclose(got, want, atol=2e-5 * max(1.0, np.abs(want).max()), rtol=0)
-    else:
-        np.testing.assert_allclose(got, want, rtol=2e-2, atol=1.5e-2 * np.abs(want).max())
+    """moe_weights' check, with the grouped GEMM's bf16 tolerance."""
+    _check_routed(got, want, dtype, bf16_atol=1.5e-2, unread="an empty group")
 
 
 # ---------------------------------------------------------------- tile table and ref.py
@@ -63,17 +44,6 @@ def test_tile_table_covers_every_row_once_with_its_expert():
                 seen[rows] += 1
                 assert (owner[rows] == e).all()
             assert (seen == 1).all()
-
-
-def _np_moe(x, ids, weights, gate, up, down):
-    """float64 loop over tokens and their experts."""
-    silu = lambda v: v / (1.0 + np.exp(-v))  # noqa: E731
-    x = np.asarray(x, np.float64)
-    out = np.zeros_like(x)
-    for t in range(x.shape[0]):
-        for j, e in enumerate(ids[t]):
-            out[t] += weights[t, j] * ((silu(x[t] @ gate[e]) * (x[t] @ up[e])) @ down[e])
-    return out
 
 
 def test_reference_matches_a_numpy_loop():
