@@ -33,7 +33,7 @@ from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas.launch import Launch
 from dgjax.pallas.moe_decode import tiles
-from dgjax.pallas.moe_decode.kernel import MAX_TOKENS, MIN_DOT_ROWS, _act, _row_weights, _slot_expert
+from dgjax.pallas.moe_decode.kernel import MAX_TOKENS, MIN_DOT_ROWS, row_weights, silu_mul, slot_expert
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
 
 BLOCK_F = 64  # ffw columns per program: qwen3-30b-a3b 12 blocks x 8 experts, glm-4.5-air 22 x 8
@@ -78,7 +78,7 @@ def _fused_kernel(ids_ref, wts_ref, x_ref, *refs, g_op: Operand, d_op: Operand, 
     g_refs, u_refs, d_refs, o_ref = refs[:n_g], refs[n_g:2 * n_g], refs[2 * n_g:2 * n_g + n_d], refs[-1]
     a, j = pl.program_id(0), pl.program_id(1)
     dtype = x_ref.dtype
-    expert, live = _slot_expert(ids_ref, a, num_slots)
+    expert, live = slot_expert(ids_ref, a, num_slots)
     f0 = j * bf
 
     def step(k0, carry):
@@ -89,9 +89,9 @@ def _fused_kernel(ids_ref, wts_ref, x_ref, *refs, g_op: Operand, d_op: Operand, 
     zeros = tiles.acc_zeros(g_op, dtype, bf)
     acc_g, acc_u = (tiles.acc_rows(g_op, dtype, acc) for acc in
                     tiles.k_loop(step, (zeros, zeros), k_steps=g_op.k // bk, base=0, block_k=bk, unroll=1, live=live))
-    h = _act(acc_g, acc_u).astype(dtype)  # [16, bf], rounded where the reference rounds
+    h = silu_mul(acc_g, acc_u).astype(dtype)  # [16, bf], rounded where the reference rounds
     hs = tiles.row_tiles(h, d_op)
-    rw = _row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]
+    rw = row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]
 
     def down_block(i, carry):
         n0 = i * bn

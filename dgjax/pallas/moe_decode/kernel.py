@@ -173,7 +173,7 @@ def check_launch(op: Operand, launch: Launch) -> None:
 # ---------------------------------------------------------------- in-kernel helpers
 
 
-def _slot_expert(ids_ref, slot, num_slots: int):
+def slot_expert(ids_ref, slot, num_slots: int):
     """(expert of this slot, whether this slot is the first to hold that expert)."""
     width = pl.next_power_of_2(num_slots)
     pos = lax.broadcasted_iota(jnp.int32, (width,), 0)
@@ -183,7 +183,7 @@ def _slot_expert(ids_ref, slot, num_slots: int):
     return expert, first == slot
 
 
-def _row_weights(ids_ref, wts_ref, expert, tokens: int, top_k: int):
+def row_weights(ids_ref, wts_ref, expert, tokens: int, top_k: int):
     """float32 [16]: each token row's routing weight for `expert` (0 where the token did not pick it)."""
     width = pl.next_power_of_2(top_k)
     r = lax.broadcasted_iota(jnp.int32, (MIN_DOT_ROWS, width), 0)
@@ -195,7 +195,7 @@ def _row_weights(ids_ref, wts_ref, expert, tokens: int, top_k: int):
     return jnp.sum(jnp.where(ids == expert, wts, 0.0), axis=1)
 
 
-def _act(g, u):
+def silu_mul(g, u):
     return g * lax.logistic(g) * u  # silu(g) * u
 
 
@@ -205,7 +205,7 @@ def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: 
     g_refs, u_refs, out_refs = refs[:n_w], refs[n_w: 2 * n_w], refs[2 * n_w:]
     a, j, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
     bk, bn = launch.block_k, launch.block_n
-    expert, live = _slot_expert(ids_ref, a, num_slots)
+    expert, live = slot_expert(ids_ref, a, num_slots)
     n0 = j * bn
     loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
                              unroll=launch.unroll, live=live)
@@ -219,7 +219,7 @@ def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: 
     acc_g, acc_u = (tiles.acc_rows(op, x_ref.dtype, acc) for acc in loop(step, (zeros, zeros)))
     if fused:
         (h_ref,) = out_refs
-        tiles.store_rows(h_ref, _act(acc_g, acc_u).astype(h_ref.dtype), tokens)
+        tiles.store_rows(h_ref, silu_mul(acc_g, acc_u).astype(h_ref.dtype), tokens)
     else:
         g_out, u_out = out_refs
         tiles.store_rows(g_out, acc_g, tokens)
@@ -235,7 +235,7 @@ def _split_act_rows(g_ref, u_ref, slot, num_slots: int, splits: int, tokens: int
             first = (sp * num_slots + slot) * tokens
             gs, us = tiles.x_rows(g_ref, tokens, idx, first), tiles.x_rows(u_ref, tokens, idx, first)
             g, u = (gs, us) if g is None else (g + gs, u + us)
-        return _act(g, u).astype(dtype)
+        return silu_mul(g, u).astype(dtype)
     return rows
 
 
@@ -245,7 +245,7 @@ def _down_kernel(ids_ref, wts_ref, *refs, op: Operand, tokens: int, top_k: int, 
     w_refs, o_ref = refs[:-1], refs[-1]
     a, j, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
     bk, bn = launch.block_k, launch.block_n
-    expert, live = _slot_expert(ids_ref, a, num_slots)
+    expert, live = slot_expert(ids_ref, a, num_slots)
     n0 = j * bn
     loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
                              unroll=launch.unroll, live=live)
@@ -257,7 +257,7 @@ def _down_kernel(ids_ref, wts_ref, *refs, op: Operand, tokens: int, top_k: int, 
         return acc + tiles.tile_dot(xs, w_refs, op, expert, k0, n0, bk, bn)
 
     acc = tiles.acc_rows(op, dtype, loop(step, tiles.acc_zeros(op, dtype, bn)))
-    rw = _row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]
+    rw = row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]
     # where, not a plain product: a token that did not pick this expert must add exactly 0, even if its
     # row overflowed.
     tiles.store_rows(o_ref, jnp.where(rw != 0.0, acc * rw, 0.0), tokens)
@@ -307,7 +307,7 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in
         return outs[0]
     if act_in_down:
         return SplitSums(outs[0], x.dtype), SplitSums(outs[1], x.dtype)
-    return _act(outs[0].sum(0), outs[1].sum(0)).astype(x.dtype)
+    return silu_mul(outs[0].sum(0), outs[1].sum(0)).astype(x.dtype)
 
 
 def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpret: bool) -> jax.Array:
