@@ -33,7 +33,8 @@ def spin(seconds: float) -> int:
         for _ in range(10):
             x = step(x)
         n += 10
-        x.block_until_ready() if n % 200 == 1 else None  # bound the queue: the host must not run far ahead
+        if n % 200 == 1:  # bound the queue: the host must not run far ahead
+            x.block_until_ready()
     x.block_until_ready()
     return n
 

@@ -7,6 +7,7 @@ import dataclasses
 import os
 
 import jax
+from jax.experimental import pallas as pl
 
 PROGRAMS_PER_SM = 2
 H200_SMS = 132  # used when the device does not report its multiprocessor count
@@ -50,3 +51,8 @@ def choose_impl(impl: str | None, env_var: str, impls: tuple[str, ...], what: st
     if chosen not in impls:
         raise ValueError(f"{what} impl must be one of {impls}, got {chosen!r} (from {env_var} or impl=)")
     return chosen
+
+
+def whole(shape) -> pl.BlockSpec:
+    """A BlockSpec handing every program the whole array (kernels that index it themselves)."""
+    return pl.BlockSpec(shape, lambda *_: (0,) * len(shape))

@@ -4,6 +4,7 @@ tolerance check against ref.py."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -93,3 +94,26 @@ def _check(got, want, dtype, bf16_atol: float = 1e-2, unread: str = "an unrouted
         np.testing.assert_allclose(got, want, atol=2e-5 * max(1.0, np.abs(want).max()), rtol=0)
     else:
         np.testing.assert_allclose(got, want, rtol=2e-2, atol=bf16_atol * np.abs(want).max())
+
+
+def _abstract_node(fmt: str, experts: int, k: int, n: int):
+    """A weight node of shapes only ([E, k, n] dense), for lowering without data."""
+    spec = jax.ShapeDtypeStruct
+    geo = dict(shape=(experts, k, n), in_dims=1, expert_dims=1)
+    if fmt == "plain":
+        return spec((experts, k, n), jnp.bfloat16)
+    if fmt == "fp8":
+        return Fp8BlockWeight(weight=spec((experts, n, k), jnp.float8_e4m3fn),
+                              scale=spec((experts, n // 128, k // 128), jnp.float32), **geo)
+    if fmt == "nvfp4":
+        return Nvfp4Weight(packed=spec((experts, n, k // 2), jnp.uint8),
+                           block_scale=spec((experts, n, k // 16), jnp.float8_e4m3fn),
+                           global_scale=spec((experts,), jnp.float32), **geo)
+    if fmt == "mxfp4":
+        return Mxfp4Weight(packed=spec((experts, n, k // 2), jnp.uint8), scale=spec((experts, n, k // 32), jnp.uint8),
+                           **geo)
+    bits, group = (4, 128) if fmt == "int4" else (8, 64)
+    values = spec((experts, n, k // 2), jnp.uint8) if bits == 4 else spec((experts, n, k), jnp.int8)
+    zero = spec((experts, n, k // group), jnp.int8) if bits == 4 else None
+    return IntWeight(values=values, scale=spec((experts, n, k // group), jnp.bfloat16), zero_point=zero, bits=bits,
+                     group_size=group, **geo)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dgjax.pallas.moe_decode import api, fused, kernel, ref
-from moe_weights import E, _check, _dense, _fp8, _node, _poison, _routing  # tests/kernels is on sys.path
+from moe_weights import E, _abstract_node, _check, _dense, _fp8, _node, _poison, _routing  # tests/kernels is on sys.path
 
 H = 64  # moe_weights' embedding (its ffw F is 32)
 
@@ -85,8 +85,6 @@ def test_api_switch_routes_to_the_fused_kernel(monkeypatch):
 @pytest.mark.parametrize("fmt,dot", [("fp8", "f16"), ("fp8", "x"), ("plain", "f16")])
 def test_fused_kernel_lowers_at_qwen3_moe_shapes(fmt, dot, set_fp8_dot, verified_triton_lowering):
     """Lower for CUDA without a GPU and verify the Triton module (qwen3-30b-a3b: 128 experts, 2048 x 768)."""
-    from test_moe_decode_kernel import _abstract_node
-
     set_fp8_dot(dot)
     gate, down = _abstract_node(fmt, 128, 2048, 768), _abstract_node(fmt, 128, 768, 2048)
     spec = jax.ShapeDtypeStruct

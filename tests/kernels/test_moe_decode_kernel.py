@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from dgjax.pallas.moe_decode import api, kernel, ref
-from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, int_group, nvfp4
+from dgjax.quant import int_group, nvfp4
 
 from moe_weights import (  # tests/kernels is on sys.path (pytest's prepend import mode)
-    E, H, F, FP8_BLOCK, _np_moe, _dense, _fp8, _fp8_dense, INT4_GROUP, _node, _poison, _routing, _check,
+    _abstract_node, E, H, F, FP8_BLOCK, _np_moe, _dense, _fp8, _fp8_dense, INT4_GROUP, _node, _poison, _routing, _check,
 )
 
 
@@ -272,29 +272,6 @@ def test_dispatch_rules(monkeypatch, caplog):
 
 
 # ---------------------------------------------------------------- the GPU lowering, checked on the CPU
-
-
-def _abstract_node(fmt: str, experts: int, k: int, n: int):
-    """A weight node of shapes only ([E, k, n] dense), for lowering without data."""
-    spec = jax.ShapeDtypeStruct
-    geo = dict(shape=(experts, k, n), in_dims=1, expert_dims=1)
-    if fmt == "plain":
-        return spec((experts, k, n), jnp.bfloat16)
-    if fmt == "fp8":
-        return Fp8BlockWeight(weight=spec((experts, n, k), jnp.float8_e4m3fn),
-                              scale=spec((experts, n // 128, k // 128), jnp.float32), **geo)
-    if fmt == "nvfp4":
-        return Nvfp4Weight(packed=spec((experts, n, k // 2), jnp.uint8),
-                           block_scale=spec((experts, n, k // 16), jnp.float8_e4m3fn),
-                           global_scale=spec((experts,), jnp.float32), **geo)
-    if fmt == "mxfp4":
-        return Mxfp4Weight(packed=spec((experts, n, k // 2), jnp.uint8), scale=spec((experts, n, k // 32), jnp.uint8),
-                           **geo)
-    bits, group = (4, 128) if fmt == "int4" else (8, 64)
-    values = spec((experts, n, k // 2), jnp.uint8) if bits == 4 else spec((experts, n, k), jnp.int8)
-    zero = spec((experts, n, k // group), jnp.int8) if bits == 4 else None
-    return IntWeight(values=values, scale=spec((experts, n, k // group), jnp.bfloat16), zero_point=zero, bits=bits,
-                     group_size=group, **geo)
 
 
 @pytest.mark.parametrize("tokens,fmt,config,fp8_dot", [

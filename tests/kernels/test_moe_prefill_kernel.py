@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 from dgjax.pallas.moe_prefill import api, kernel, ref
-from dgjax.quant import Fp8BlockWeight
 
-from moe_weights import E, FP8_BLOCK, H, _dense, _fp8, _np_moe  # tests/kernels is on sys.path (pytest's prepend import mode)
+from moe_weights import E, FP8_BLOCK, H, _abstract_node, _dense, _fp8, _np_moe  # tests/kernels is on sys.path
 from moe_weights import _check as _check_routed
 
 L, C = kernel.Launch, kernel.Config
@@ -139,15 +138,7 @@ def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(fmt, verified
     verified = verified_triton_lowering
     experts, embed, ffw, rows = 128, 2048, 768, 2048 * 8
     spec = jax.ShapeDtypeStruct
-
-    def stack(k, n):
-        if fmt == "plain":
-            return spec((experts, k, n), jnp.bfloat16)
-        return Fp8BlockWeight(weight=spec((experts, n, k), jnp.float8_e4m3fn),
-                              scale=spec((experts, n // 128, k // 128), jnp.float32), shape=(experts, k, n),
-                              in_dims=1, expert_dims=1)
-
-    gate, down = stack(embed, ffw), stack(ffw, embed)
+    gate, down = _abstract_node(fmt, experts, embed, ffw), _abstract_node(fmt, experts, ffw, embed)
     args = (spec((rows, embed), jnp.bfloat16), spec((experts,), jnp.int32), gate, gate, down)
     lowered = jax.jit(lambda *a: kernel.grouped_mlp(*a)).trace(*args).lower(lowering_platforms=("cuda",))
     assert verified == [True, True] and "moe_prefill_gate_up" in lowered.as_text()

@@ -31,9 +31,10 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from dgjax.pallas.launch import Launch
+from dgjax.pallas.launch import Launch, whole
 from dgjax.pallas.moe_decode import tiles
-from dgjax.pallas.moe_decode.kernel import MAX_TOKENS, MIN_DOT_ROWS, row_weights, silu_mul, slot_expert
+from dgjax.pallas.moe_decode.kernel import MIN_DOT_ROWS, row_weights, silu_mul, slot_expert
+from dgjax.pallas.moe_decode.kernel import supports as kernel_supports
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
 
 BLOCK_F = 64  # ffw columns per program: qwen3-30b-a3b 12 blocks x 8 experts, glm-4.5-air 22 x 8
@@ -56,13 +57,11 @@ def launch_for(g: Operand, d: Operand, block_f: int = BLOCK_F) -> tuple[int, int
 
 
 def supports(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str) -> bool:
-    ops = [describe(w) for w in (gate, up, down)]
-    if tokens > MAX_TOKENS or hidden_act not in ("silu", "swish") or any(o is None for o in ops):
+    """The two-stage kernel's cases (kernel.supports), less packed formats, where `launch_for` finds blocks."""
+    if not kernel_supports(tokens, gate, up, down, hidden_act):
         return False
-    g, u, d = ops
-    if g != u or (d.experts, d.k, d.n) != (g.experts, g.n, g.k) or g.packed or d.packed:
-        return False
-    return launch_for(g, d) is not None
+    g, d = describe(gate), describe(down)
+    return not (g.packed or d.packed) and launch_for(g, d) is not None
 
 
 def _store_cols(o_ref, value, tokens: int, n0):
@@ -109,10 +108,6 @@ def _fused_kernel(ids_ref, wts_ref, x_ref, *refs, g_op: Operand, d_op: Operand, 
     lax.fori_loop(jnp.int32(0), tiles.trips(jnp.logical_not(live), blocks), zero_block, 0)
 
 
-def _whole(shape):
-    return pl.BlockSpec(shape, lambda *_: (0,) * len(shape))
-
-
 @functools.partial(jax.jit, static_argnames=("hidden_act", "block_f", "num_warps", "num_stages", "interpret"))
 def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu", block_f: int = BLOCK_F,
                     num_warps: int = 4, num_stages: int = 3, interpret: bool = False) -> jax.Array:
@@ -133,7 +128,7 @@ def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str =
     return pl.pallas_call(
         kernel,
         grid=(a, blocks),
-        in_specs=[_whole(ids_flat.shape), _whole(wts_flat.shape), _whole(x.shape)] + [_whole(w.shape) for w in arrays],
+        in_specs=[whole(ids_flat.shape), whole(wts_flat.shape), whole(x.shape)] + [whole(w.shape) for w in arrays],
         out_specs=pl.BlockSpec((None, None, t, d_op.n), lambda i, jj: (jj, i, 0, 0)),
         out_shape=jax.ShapeDtypeStruct((blocks, a, t, d_op.n), jnp.float32),
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),

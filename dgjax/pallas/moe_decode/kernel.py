@@ -42,7 +42,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from dgjax.pallas.launch import Launch, choose_impl, sm_count, target_programs
+from dgjax.pallas.launch import Launch, choose_impl, sm_count, target_programs, whole
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
 from dgjax.pallas.split_sums import SplitSums
@@ -99,13 +99,10 @@ def fp8_wide() -> bool:
 def fp8_wide_config(g: Operand, d: Operand, top_k: int, sms: int | None = None) -> Config | None:
     """128-column blocks for both stages; gate/up's K split (keeping >= 2 steps per split) until top_k live
     experts run about one program per SM, down unsplit; None where 128 columns do not tile a stage."""
-    sms = sms or sm_count()
     bn, bk = FP8_WIDE_BLOCK_N, 128
     if not all(valid_block_n(op, bn) and valid_block_k(op, bk) and op.k % bk == 0 for op in (g, d)):
         return None
-    splits = 1
-    while top_k * (g.n // bn) * splits < sms and g.k % (2 * splits * bk) == 0 and g.k // (2 * splits * bk) >= 2:
-        splits *= 2
+    splits = _splits_until(g, bn, bk, top_k, sms or sm_count(), min_steps=2)
     return Config(Launch(bn, bk, splits), Launch(bn, bk, 1))
 
 
@@ -136,13 +133,19 @@ def default_launch(op: Operand, block_ks: tuple[int, ...] = BLOCK_K_DEFAULTS) ->
 
 def split_launch(op: Operand, live_slots: float, programs: int | None = None) -> Launch:
     """`default_launch`, then K splits until about `programs` programs are busy (quantized experts)."""
-    programs = programs or target_programs()
     launch = default_launch(op)
-    bn, bk, splits = launch.block_n, launch.block_k, 1
+    bn, bk = launch.block_n, launch.block_k
+    return Launch(bn, bk, _splits_until(op, bn, bk, live_slots, programs or target_programs()))
+
+
+def _splits_until(op: Operand, bn: int, bk: int, live_slots: float, programs: int, min_steps: int = 1) -> int:
+    """K splits, doubling while `live_slots` experts of `bn`-column blocks run fewer than `programs` programs,
+    up to MAX_SPLITS, every split an equal whole number of at least `min_steps` `bk` steps."""
+    splits = 1
     while (live_slots * (op.n // bn) * splits < programs and splits < MAX_SPLITS
-           and op.k % (2 * splits * bk) == 0):
+           and op.k % (2 * splits * bk) == 0 and op.k // (2 * splits * bk) >= min_steps):
         splits *= 2
-    return Launch(bn, bk, splits)
+    return splits
 
 
 def default_config(gate: Any, down: Any, tokens: int, top_k: int) -> Config:
@@ -266,10 +269,6 @@ def _down_kernel(ids_ref, wts_ref, *refs, op: Operand, tokens: int, top_k: int, 
 # ---------------------------------------------------------------- launches
 
 
-def _whole(shape):
-    return pl.BlockSpec(shape, lambda *_: (0,) * len(shape))
-
-
 def _params(launch: Launch):
     return plgpu.CompilerParams(num_warps=launch.num_warps, num_stages=launch.num_stages)
 
@@ -296,7 +295,7 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in
     outs = pl.pallas_call(
         kernel,
         grid=(a, op.n // bn, splits),
-        in_specs=[_whole(ids_flat.shape), _whole(x.shape)] + [_whole(w.shape) for w in g_arrays + u_arrays],
+        in_specs=[whole(ids_flat.shape), whole(x.shape)] + [whole(w.shape) for w in g_arrays + u_arrays],
         out_specs=out_specs,
         out_shape=out_shape,
         compiler_params=_params(launch),
@@ -321,7 +320,7 @@ def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpre
         gate_parts, up_parts = (p.parts for p in h)
         act_splits, a, t, _ = gate_parts.shape
         h_args = [p.reshape(act_splits * a * t, op.k) for p in (gate_parts, up_parts)]
-        h_specs = [_whole(p.shape) for p in h_args]
+        h_specs = [whole(p.shape) for p in h_args]
         dtype = h[0].dtype
     else:
         (a, t, _), act_splits, dtype = h.shape, 0, h.dtype
@@ -331,7 +330,7 @@ def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpre
     return pl.pallas_call(
         kernel,
         grid=(a, op.n // bn, splits),
-        in_specs=[_whole(ids_flat.shape), _whole(wts_flat.shape)] + h_specs + [_whole(w.shape) for w in d_arrays],
+        in_specs=[whole(ids_flat.shape), whole(wts_flat.shape)] + h_specs + [whole(w.shape) for w in d_arrays],
         out_specs=pl.BlockSpec((None, None, t, bn), lambda i, j, s: (s, i, 0, j)),
         out_shape=jax.ShapeDtypeStruct((splits, a, t, op.n), jnp.float32),
         compiler_params=_params(launch),

@@ -35,6 +35,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas.launch import whole
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
 
@@ -179,10 +180,6 @@ def _grouped_kernel(exp_ref, start_ref, end_ref, x_ref, *refs, op: Operand, laun
 # ---------------------------------------------------------------- launches
 
 
-def _whole(shape):
-    return pl.BlockSpec(shape, lambda *_: (0,) * len(shape))
-
-
 def grouped_stage(x: jax.Array, group_sizes: jax.Array, weights: tuple, launch: Launch, interpret: bool,
                   name: str) -> jax.Array:
     """[M, n] in x's dtype: x . w[group] (one weight) or silu(x . gate) * (x . up) (two weights)."""
@@ -197,8 +194,8 @@ def grouped_stage(x: jax.Array, group_sizes: jax.Array, weights: tuple, launch: 
     return pl.pallas_call(
         kernel,
         grid=(op.n // launch.block_n, table[0].shape[0]),
-        in_specs=[_whole(a.shape) for a in (*table, x, *arrays)],
-        out_specs=_whole((m, op.n)),
+        in_specs=[whole(a.shape) for a in (*table, x, *arrays)],
+        out_specs=whole((m, op.n)),
         out_shape=jax.ShapeDtypeStruct((m, op.n), x.dtype),
         compiler_params=plgpu.CompilerParams(num_warps=launch.num_warps, num_stages=launch.num_stages),
         interpret=interpret,

@@ -27,6 +27,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas.launch import whole
 from dgjax.pallas.moe_routing.ref import NORM_EPS, SCORING, RoutingRule
 
 MAX_TOKENS = 16  # decode widths (one program each)
@@ -100,10 +101,6 @@ def _select_kernel(logits_ref, bias_ref, valid_ref, ids_ref, w_ref, *, tokens: i
     plgpu.store(w_ref.at[row, kk], wts, mask=picked)
 
 
-def _whole(shape):
-    return pl.BlockSpec(shape, lambda t: (0,) * len(shape))
-
-
 @functools.partial(jax.jit, static_argnames=("rule", "interpret"))
 def select_experts(logits: jax.Array, valid: jax.Array, score_bias: jax.Array, *, rule: RoutingRule,
                    interpret: bool = False) -> tuple[jax.Array, jax.Array]:
@@ -118,8 +115,8 @@ def select_experts(logits: jax.Array, valid: jax.Array, score_bias: jax.Array, *
     ids, wts = pl.pallas_call(
         functools.partial(_select_kernel, tokens=t, experts=e, rule=rule),
         grid=(t,),
-        in_specs=[_whole((t, e)), _whole((e,)), _whole((t,))],
-        out_specs=[_whole((t, k)), _whole((t, k))],
+        in_specs=[whole((t, e)), whole((e,)), whole((t,))],
+        out_specs=[whole((t, k)), whole((t, k))],
         out_shape=[jax.ShapeDtypeStruct((t, k), jnp.int32), jax.ShapeDtypeStruct((t, k), jnp.float32)],
         compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=1),
         interpret=interpret,

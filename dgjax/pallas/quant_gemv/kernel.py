@@ -36,7 +36,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from dgjax.pallas.launch import Launch, choose_impl, target_programs
+from dgjax.pallas.launch import Launch, choose_impl, target_programs, whole
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, valid_block_k, valid_block_n
 from dgjax.pallas.split_sums import SplitSums
@@ -182,10 +182,6 @@ def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: 
     tiles.store_rows(o_ref, acc.astype(o_ref.dtype), rows)
 
 
-def _whole(shape):
-    return pl.BlockSpec(shape, lambda *_: (0,) * len(shape))
-
-
 @functools.partial(jax.jit, static_argnames=("out_dtype", "launch", "eps", "keep_splits", "late_norm", "interpret"))
 def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: jax.Array | int = 0, *,
                out_dtype: Any = None, launch: Launch | None = None, eps: float = 1e-6, keep_splits: bool = False,
@@ -221,7 +217,7 @@ def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: ja
     out = pl.pallas_call(
         kernel,
         grid=(op.n // bn, splits),
-        in_specs=[_whole(x.shape)] + [_whole(a.shape) for a in arrays],
+        in_specs=[whole(x.shape)] + [whole(a.shape) for a in arrays],
         out_specs=out_spec,
         out_shape=out_shape,
         compiler_params=plgpu.CompilerParams(num_warps=launch.num_warps, num_stages=launch.num_stages),
