@@ -171,7 +171,7 @@ def _fused_dequant_dot(x, node):
 
 
 def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float, t0: float,
-                deep: bool = False) -> list[Row]:
+                launch_set: str = "basic") -> list[Row]:
     out = []
     for case, (k, n) in shapes.items():
         nbytes = k * n + (k // 128) * (n // 128) * 4
@@ -186,7 +186,7 @@ def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float,
         jax.block_until_ready((nodes, bf16, want))  # nothing of the setup may still run inside a trace
         op = gemv_kernel.describe(nodes[0])
         default = gemv_kernel.default_launch(op)
-        pick = _wide_launches if deep == "wide" else _deep_launches if deep else _dense_launches
+        pick = {"basic": _dense_launches, "deep": _deep_launches, "wide": _wide_launches}[launch_set]
         launches = [default] + [la for la in pick(k, n) if la != default]
         launches = launches if gpu else launches[::7]  # CPU smoke: a few launches of each kind, interpreted
         print(f"{case}: K={k} N={n} fp8 {nbytes / 1e6:.1f} MB, {copies} copies, {len(launches)} launches", flush=True)
@@ -254,7 +254,7 @@ def moe_weights(dense: list, fmt: str) -> tuple:
 
 
 def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: int, budget_s: float,
-              t0: float, deep: bool = False) -> list[Row]:
+              t0: float, launch_set: str = "basic") -> list[Row]:
     out = []
     for case, (e, h, f, top_k) in shapes.items():
         dense, copies, ids, wts, x = moe_case(case, e, h, f, top_k, rows, gpu)
@@ -266,9 +266,9 @@ def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: 
             g_op, d_op = moe_kernel.describe(ws[0]), moe_kernel.describe(ws[2])
             default = moe_kernel.default_config(ws[0], ws[2], rows, top_k)
             configs = [default]
-            if deep == "wide":
+            if launch_set == "wide":
                 launches = _wide_moe_launches
-            elif deep:
+            elif launch_set == "deep":
                 launches = lambda k_, n_: [la for la in _deep_launches(k_, n_)  # noqa: E731
                                            if la.splits == 1 and la.block_n <= 64]
             else:
@@ -350,6 +350,7 @@ def main(argv=None) -> list[Row]:
     p.add_argument("--cases", help="comma-separated case names to keep (default: all)")
     p.add_argument("--fmts", default="fp8,bf16", help="MoE weight formats")
     args = p.parse_args(argv)
+    launch_set = "wide" if args.wide else "deep" if args.deep else "basic"
     gpu = jax.default_backend() == "gpu" and not args.smoke
     gpu_state.spin(1.0 if gpu else 0)  # clocks up first: s9 sweeps read 3.83-3.90 TB/s, the engine runs 4.44
     ceiling = measure_read_ceiling(int(8.59e9)).bytes_per_s if gpu else None
@@ -359,10 +360,10 @@ def main(argv=None) -> list[Row]:
     rows = []
     if args.only in ("moe", "all"):
         rows += sweep_moe(keep(SMOKE_MOE if args.smoke else MOE), tuple(args.fmts.split(",")), args.rows, gpu,
-                          args.calls, args.budget_s, time.perf_counter(), "wide" if args.wide else args.deep)
+                          args.calls, args.budget_s, time.perf_counter(), launch_set)
     if args.only in ("dense", "all"):
         rows += sweep_dense(keep(SMOKE_DENSE if args.smoke else DENSE), args.rows, gpu, args.calls, args.budget_s,
-                            time.perf_counter(), "wide" if args.wide else args.deep)
+                            time.perf_counter(), launch_set)
     full = _table(rows, ceiling)
     head = f"read ceiling {ceiling / 1e12:.3f} TB/s" if ceiling else "no GPU: checked against ref.py, not timed"
     if args.out:
