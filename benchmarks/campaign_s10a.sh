@@ -8,7 +8,10 @@
 # Also in both glm arms: the shared expert's down projection (K = 11 x 128) now splits K unevenly in 4
 # (`quant_gemv_fp8_r2_bn64_bk128_s4_*`, 256 programs); in session 8-9 it ran unsplit (`..._s1_*`, 64
 # programs, ~8.3 µs a layer, 373 µs a tick): compare its row in the kernel tables.
-BUDGET_S=560
+# Session 10: 192 decode tokens (a ~0.6 s steady window instead of ~0.15 s), since runs of one config varied
+# 5-8% between calls.
+BUDGET_S=570
+B="--contexts 1024 --prefill 2048 --decode-tokens 192 --trace-tokens 8"
 source benchmarks/campaign_lib.sh
 for i in 1 2; do
   DGJAX_QUANT_GEMV_WIDE=off DGJAX_MOE_FP8_WIDE=off run qwen3_off_$i 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1
