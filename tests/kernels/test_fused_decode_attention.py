@@ -57,6 +57,25 @@ def test_kernel_matches_reference(b, kvh, g, d, rot, splits, qk_norm, window):
     assert not np.array_equal(np.asarray(want_k), np.asarray(c["k_pages"]))
 
 
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_idle_splits_store_the_empty_state_and_match_the_loading_path(qk_norm):
+    """8 splits over contexts of at most 23 keys in blocks of 4: most programs (and all but split 0 of the
+    padding row) have no key. Skipping their loads must not change a bit of the outputs or the pages, and
+    the result still matches the reference."""
+    b, kvh, g, d = 3, 2, 3, 64
+    c = _case(7, b, kvh, g, d, d, jnp.float32, qk_norm)
+    start, end = paged.decode_window(c["context_lens"], c["positions"], c["query_lens"], WIDTH * PAGE, None)
+    args = (c["qkv"], c["cos"], c["sin"], c["k_pages"], c["v_pages"], c["block_tables"], start, end,
+            c["slots"][:, 0], c["q_norm"], c["k_norm"])
+    kw = dict(scale=d**-0.5, eps=1e-6, num_splits=8, block_tokens=4, interpret=True)
+    lean = kernel.fused_decode_attention(*args, **kw)
+    full = kernel.fused_decode_attention(*args, skip_idle=False, **kw)
+    for got, want in zip(lean, full):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    want_out, _, _ = ref.fused_decode_attention(**c, scale=d**-0.5, eps=1e-6)
+    np.testing.assert_allclose(np.asarray(lean[0]), np.asarray(want_out), atol=2e-5, rtol=1e-5)
+
+
 def test_bf16_kernel_close_to_reference():
     c = _case(7, 3, 2, 4, 64, 64, jnp.bfloat16, True)
     want_out, want_k, _ = ref.fused_decode_attention(**c, scale=0.125, eps=1e-6)

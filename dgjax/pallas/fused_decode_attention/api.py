@@ -3,6 +3,7 @@
 Dispatch (at trace time), following DGJAX_ATTENTION like dgjax/pallas/paged_attention/api.py: on a GPU
 (or with `kernel` forced, interpreted off GPU) the fused kernel where `kernel.supports` the shapes and
 page dtype; otherwise the reference (ref.py), which is the unfused path's math.
+DGJAX_ATTENTION_SKIP_IDLE (`on` by default, `off` for A/B): whether splits with no keys skip their loads.
 """
 
 from __future__ import annotations
@@ -12,6 +13,13 @@ import jax
 from dgjax.pallas import split_sums, stacked
 from dgjax.pallas.fused_decode_attention import kernel, ref
 from dgjax.pallas.paged_attention import api as paged
+from dgjax.pallas.launch import choose_impl
+
+SKIP_IDLE_ENV_VAR = "DGJAX_ATTENTION_SKIP_IDLE"
+
+
+def skip_idle() -> bool:
+    return choose_impl(None, SKIP_IDLE_ENV_VAR, ("on", "off"), "idle attention splits", default="on") == "on"
 
 
 def supported(qkv_shape, rotary_dim: int, page_dtype) -> bool:
@@ -46,5 +54,6 @@ def decode_attention(
         assert k_row == norm_row, (k_row, norm_row)
     return kernel.fused_decode_attention(
         qkv, cos, sin, k_pages, v_pages, block_tables, start, end, slots[:, 0], q_norm, k_norm,
-        scale=scale, eps=eps, num_splits=num_splits, norm_row=norm_row, page_offset=page_offset, interpret=not on_gpu,
+        scale=scale, eps=eps, num_splits=num_splits, norm_row=norm_row, page_offset=page_offset, skip_idle=skip_idle(),
+        interpret=not on_gpu,
     )

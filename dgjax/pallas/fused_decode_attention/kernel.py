@@ -63,7 +63,7 @@ def _kernel(
     lo_ref, hi_ref, tables_ref, slots_ref, cos_ref, sin_ref, qkv_ref, k_ref, v_ref, offset_ref, *refs,
     kv_heads: int, group: int, group_pad: int, page_size: int, pages_per_row: int, block_tokens: int,
     num_splits: int, scale_log2: float, normalize: bool, qk_norm: bool, eps: float, segs, head_dim: int,
-    dtype, parts: int, has_bias: bool,
+    dtype, parts: int, has_bias: bool, skip_idle: bool,
 ):
     qn_ref, kn_ref, row_ref = refs[:3] if qk_norm else (None, None, None)
     refs = refs[3:] if qk_norm else refs
@@ -74,27 +74,33 @@ def _kernel(
     part_rows = qkv_ref.shape[0] // max(parts, 1)
     r = lax.broadcasted_iota(jnp.int32, (group_pad, 1), 0)
     q_rows = base + jnp.minimum(r, group - 1)
+    q_real = r < group  # pad rows load nothing (masked) and attend as zeros; the merge never reads them
     one = jnp.zeros((1, 1), jnp.int32)
 
     def cols(start: int, width: int):
         return start + lax.broadcasted_iota(jnp.int32, (1, width), 1)
 
-    def load_qkv(rows, columns):
+    def load_qkv(rows, columns, mask=None):
         """qkv[rows, columns] in the model dtype; from SplitSums partials: their float32 sum, rounded, plus
-        the bias (of the row's place in [KVH, G+2]) rounded again, as `SplitSums.value` computes it."""
+        the bias (of the row's place in [KVH, G+2]) rounded again, as `SplitSums.value` computes it.
+        `mask` [n, 1]: rows to load; the others read as zeros (bias included)."""
+        if mask is not None:
+            mask = jnp.broadcast_to(mask, (rows.shape[0], columns.shape[1]))
+        load = lambda ref, rr: (plgpu.load(ref.at[rr, columns]) if mask is None  # noqa: E731
+                                else plgpu.load(ref.at[rr, columns], mask=mask, other=0))
         if not parts:
-            return plgpu.load(qkv_ref.at[rows, columns])
-        total = plgpu.load(qkv_ref.at[rows, columns])
+            return load(qkv_ref, rows)
+        total = load(qkv_ref, rows)
         for p in range(1, parts):
-            total = total + plgpu.load(qkv_ref.at[rows + p * part_rows, columns])
+            total = total + load(qkv_ref, rows + p * part_rows)
         if bias_ref is None:
             return total.astype(dtype)
-        bias = plgpu.load(bias_ref.at[rows % (kv_heads * (group + 2)), columns]).astype(jnp.float32)
+        bias = load(bias_ref, rows % (kv_heads * (group + 2))).astype(jnp.float32)
         return (total.astype(dtype).astype(jnp.float32) + bias).astype(dtype)
 
-    def load_rows(rows):
+    def load_rows(rows, mask=None):
         """The column segments of qkv rows `rows` [n, 1], as float32 [n, w] tiles."""
-        return [load_qkv(rows, cols(c, w)).astype(jnp.float32) for c, w in segs]
+        return [load_qkv(rows, cols(c, w), mask).astype(jnp.float32) for c, w in segs]
 
     def norm_rope(parts, norm_ref):
         if norm_ref is not None:  # RMSNorm over the whole head, rounded to the model dtype like the model
@@ -112,19 +118,6 @@ def _kernel(
         rot = [lo * cos0 - hi * sin0, hi * cos1 + lo * sin1] + parts[2:]
         return [x.astype(dtype) for x in rot]
 
-    q = norm_rope(load_rows(q_rows), qn_ref)  # segments of [GP, w]; pad rows repeat the last q head
-    k_new = norm_rope(load_rows(one + base + group), kn_ref)  # segments of [1, w]
-    v_new = load_qkv(one + base + group + 1, cols(0, head_dim))  # [1, D]
-
-    page_offset = offset_ref[0]  # this layer's first page in its pool (a runtime value, like the norm row)
-    slot_row = (plgpu.load(slots_ref.at[one + b]) + page_offset * page_size) * kv_heads + h  # [1, 1]
-
-    @pl.when(s == 0)
-    def _write():
-        for part, (c, w) in zip(k_new, segs):
-            plgpu.store(k_out_ref.at[slot_row, cols(c, w)], part.astype(k_out_ref.dtype))
-        plgpu.store(v_out_ref.at[slot_row, cols(0, head_dim)], v_new.astype(v_out_ref.dtype))
-
     lo = lo_ref[b]
     hi = hi_ref[b]
     has_new = hi > lo  # a decoding row: its new token is its last visible key
@@ -133,47 +126,77 @@ def _kernel(
     start = lo + s * per_split
     end = jnp.minimum(end_pages, start + per_split)
     num_blocks = pl.cdiv(jnp.maximum(end - start, 0), block_tokens)
+    page_offset = offset_ref[0]  # this layer's first page in its pool (a runtime value, like the norm row)
 
-    # split 0 starts from the new token's key; the others from an empty state
-    new_score = sum(jnp.sum(qp.astype(jnp.float32) * kp.astype(jnp.float32), axis=1)
-                    for qp, kp in zip(q, k_new)) * scale_log2  # [GP]
-    take_new = has_new & (s == 0)
-    m0 = jnp.where(take_new, new_score, -jnp.inf)
-    l0 = jnp.where(take_new, jnp.ones_like(new_score), 0.0)
-    acc0 = jnp.where(take_new, jnp.broadcast_to(v_new.astype(jnp.float32), (group_pad, head_dim)), 0.0)
+    def attend():
+        q = norm_rope(load_rows(q_rows, q_real), qn_ref)  # segments of [GP, w]; pad rows are zeros
+        k_new = norm_rope(load_rows(one + base + group), kn_ref)  # segments of [1, w]
+        v_new = load_qkv(one + base + group + 1, cols(0, head_dim))  # [1, D]
+        slot_row = (plgpu.load(slots_ref.at[one + b]) + page_offset * page_size) * kv_heads + h  # [1, 1]
 
-    offsets = lax.broadcasted_iota(jnp.int32, (block_tokens,), 0)
+        @pl.when(s == 0)
+        def _write():
+            for part, (c, w) in zip(k_new, segs):
+                plgpu.store(k_out_ref.at[slot_row, cols(c, w)], part.astype(k_out_ref.dtype))
+            plgpu.store(v_out_ref.at[slot_row, cols(0, head_dim)], v_new.astype(v_out_ref.dtype))
 
-    def body(i, carry):
-        tok = start + i * block_tokens + offsets
-        valid = tok < end
-        row = page_rows(tables_ref, b * pages_per_row, tok, valid, page_size, kv_heads, h, page_offset)[:, None]
-        scores = None
-        for qp, (c, w) in zip(q, segs):
-            kt = plgpu.load(k_ref.at[row, cols(c, w)], mask=jnp.broadcast_to(valid[:, None], (block_tokens, w)),
-                            other=0).astype(dtype)
-            part = plgpu.dot(qp, kt, trans_b=True)
-            scores = part if scores is None else scores + part
-        v = plgpu.load(v_ref.at[row, cols(0, head_dim)],
-                       mask=jnp.broadcast_to(valid[:, None], (block_tokens, head_dim)), other=0).astype(dtype)
-        scores = jnp.where(valid[None, :], scores * scale_log2, -jnp.inf)
-        # a split other than the first starts from an empty state
-        return online_softmax_step(scores, v, carry, dtype, rows_may_be_empty=True)
+        # split 0 starts from the new token's key; the others from an empty state
+        new_score = sum(jnp.sum(qp.astype(jnp.float32) * kp.astype(jnp.float32), axis=1)
+                        for qp, kp in zip(q, k_new)) * scale_log2  # [GP]
+        take_new = has_new & (s == 0)
+        m0 = jnp.where(take_new, new_score, -jnp.inf)
+        l0 = jnp.where(take_new, jnp.ones_like(new_score), 0.0)
+        acc0 = jnp.where(take_new, jnp.broadcast_to(v_new.astype(jnp.float32), (group_pad, head_dim)), 0.0)
 
-    acc, m, l = lax.fori_loop(0, num_blocks, body, (acc0, m0, l0))
-    if normalize:
-        o_ref = out_refs[0]
-        o_ref[...] = (acc / jnp.where(l == 0.0, 1.0, l)[:, None]).astype(o_ref.dtype)
-    else:
-        o_ref, m_ref, l_ref = out_refs[:3]
-        o_ref[...] = acc
-        m_ref[...] = m
-        l_ref[...] = l
+        offsets = lax.broadcasted_iota(jnp.int32, (block_tokens,), 0)
+
+        def body(i, carry):
+            tok = start + i * block_tokens + offsets
+            valid = tok < end
+            row = page_rows(tables_ref, b * pages_per_row, tok, valid, page_size, kv_heads, h, page_offset)[:, None]
+            scores = None
+            for qp, (c, w) in zip(q, segs):
+                kt = plgpu.load(k_ref.at[row, cols(c, w)], mask=jnp.broadcast_to(valid[:, None], (block_tokens, w)),
+                                other=0).astype(dtype)
+                part = plgpu.dot(qp, kt, trans_b=True)
+                scores = part if scores is None else scores + part
+            v = plgpu.load(v_ref.at[row, cols(0, head_dim)],
+                           mask=jnp.broadcast_to(valid[:, None], (block_tokens, head_dim)), other=0).astype(dtype)
+            scores = jnp.where(valid[None, :], scores * scale_log2, -jnp.inf)
+            # a split other than the first starts from an empty state
+            return online_softmax_step(scores, v, carry, dtype, rows_may_be_empty=True)
+
+        finish(*lax.fori_loop(0, num_blocks, body, (acc0, m0, l0)))
+
+    def finish(acc, m, l):
+        if normalize:
+            o_ref = out_refs[0]
+            o_ref[...] = (acc / jnp.where(l == 0.0, 1.0, l)[:, None]).astype(o_ref.dtype)
+        else:
+            o_ref, m_ref, l_ref = out_refs[:3]
+            o_ref[...] = acc
+            m_ref[...] = m
+            l_ref[...] = l
+
+    if not skip_idle or normalize:
+        attend()
+        return
+    # A split with no keys past the first (short contexts under a split count sized for the longest, and
+    # padding rows) loads nothing: it stores the empty state the merge ignores. Costs the working programs a
+    # wait on kv_start/kv_end before their q loads.
+    busy = (s == 0) | (num_blocks > 0)
+    pl.when(busy)(attend)
+
+    @pl.when(jnp.logical_not(busy))
+    def _idle():
+        zeros = jnp.zeros((group_pad,), jnp.float32)
+        finish(jnp.zeros((group_pad, head_dim), jnp.float32), zeros - jnp.inf, zeros)
 
 
 @functools.partial(
     jax.jit,
-    static_argnames=("scale", "eps", "block_tokens", "num_splits", "num_warps", "num_stages", "interpret"),
+    static_argnames=("scale", "eps", "block_tokens", "num_splits", "num_warps", "num_stages", "skip_idle",
+                     "interpret"),
 )
 def fused_decode_attention(
     qkv: jax.Array | SplitSums,
@@ -196,6 +219,7 @@ def fused_decode_attention(
     num_stages: int = 2,
     norm_row: jax.Array | int = 0,
     page_offset: jax.Array | int = 0,
+    skip_idle: bool = True,
     interpret: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """qkv [B, KVH, G+2, D] -> (out [B, KVH*G, D], k_pages, v_pages with this token's K/V at `slots` [B]).
@@ -213,6 +237,8 @@ def fused_decode_attention(
     page_offset: added to every page id of `block_tables` and to `slots` (in pages): where the layer's pages
     start in a pool shared by several layers. A runtime argument too, so the per-layer offsets cost neither
     kernels nor index fusions to add them (XLA ran two per layer at 1 row; at 2 or more it shares them per tick).
+    skip_idle: a split with no keys but the first (a context shorter than the split count was sized for,
+    or a padding row) stores the empty state without loading q; False keeps every program's loads (A/B).
     """
     parts = qkv.parts.shape[0] if isinstance(qkv, SplitSums) else 0
     dtype = jnp.dtype(qkv.dtype)
@@ -249,7 +275,7 @@ def fused_decode_attention(
     kernel = functools.partial(
         _kernel, kv_heads=kvh, group=g, group_pad=gp, page_size=ps, pages_per_row=p, block_tokens=bk,
         num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, qk_norm=qk_norm, eps=eps,
-        segs=segs, head_dim=d, dtype=dtype, parts=parts, has_bias=has_bias,
+        segs=segs, head_dim=d, dtype=dtype, parts=parts, has_bias=has_bias, skip_idle=skip_idle,
     )
     outs = pl.pallas_call(
         kernel,
