@@ -19,7 +19,7 @@ timeout 170 $NCU --clock-control none --kernel-name regex:'^(quant_gemv|moe_|fus
 echo "== ncu rc $? ($SECONDS s)"; tail -3 $OUT/ncu.log
 $NCU --import $OUT/probe.ncu-rep --csv --page raw > $OUT/ncu_raw.csv 2> $OUT/ncu_import.log
 python3 -m benchmarks.ncu_probe --ncu-csv $OUT/ncu_raw.csv > $OUT/ncu_table.md 2>&1
-awk -F'|' '!seen[$2]++' $OUT/ncu_table.md | cut -c1-400
+cut -c1-230 $OUT/ncu_table.md
 run qwen3_skip 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1
 DGJAX_ATTENTION_SKIP_IDLE=off run qwen3_noskip 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1
 run llama_skip 100 --preset llama-3.1-8b --concurrency 1
