@@ -68,8 +68,8 @@ def test_idle_splits_store_the_empty_state_and_match_the_loading_path(qk_norm):
     args = (c["qkv"], c["cos"], c["sin"], c["k_pages"], c["v_pages"], c["block_tables"], start, end,
             c["slots"][:, 0], c["q_norm"], c["k_norm"])
     kw = dict(scale=d**-0.5, eps=1e-6, num_splits=8, block_tokens=4, interpret=True)
-    lean = kernel.fused_decode_attention(*args, **kw)
-    full = kernel.fused_decode_attention(*args, skip_idle=False, **kw)
+    lean = kernel.fused_decode_attention(*args, skip_idle=True, **kw)
+    full = kernel.fused_decode_attention(*args, **kw)
     for got, want in zip(lean, full):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     want_out, _, _ = ref.fused_decode_attention(**c, scale=d**-0.5, eps=1e-6)
