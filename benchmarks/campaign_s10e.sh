@@ -17,4 +17,4 @@ cut -c1-200 $OUT/ncu_table.md
 rm -f $OUT/probe.ncu-rep
 run qwen3_fp8 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1
 run qwen3_bf16 120 --preset qwen3-30b-a3b --concurrency 1,4
-(cd $OUT && tar czf runs.tgz */ 2>/dev/null && rm -rf */)
+(cd $OUT && tar czf /tmp/runs.tgz . && find . -mindepth 1 ! -name ncu_table.md -delete 2>/dev/null; rm -rf ./*/; mv /tmp/runs.tgz .)  # a call returns few files
