@@ -13,8 +13,9 @@ stream (2 rows, the second a padding row), with the engine's default launch:
 - XLA's bf16 dot at llama's o shape, the reference of a GEMV near the ceiling.
 The trace timings read one copy of each case's weights, which stay in the 50 MB L2 between calls: they are
 L2-warm times, for A/B of one kernel's variants only (launch_sweep times HBM reads). ncu flushes the caches
-before each profiled kernel. Run ncu with XLA_PYTHON_CLIENT_PREALLOCATE=false: with jax's preallocated
-pool, ncu saves and restores ~100 GB of device memory for every replay pass (s10d: two kernels in 170 s).
+before each profiled kernel. Run ncu with a small jax memory pool (XLA_PYTHON_CLIENT_MEM_FRACTION=0.03): ncu
+saves and restores the whole pool for every replay pass, ~100 GB by default (s10d: two kernels in 170 s);
+with the pool off (XLA_PYTHON_CLIENT_PREALLOCATE=false) the process crashed at its first compile (s10e).
 
     python3 -m benchmarks.ncu_probe --out $OUT               # trace-timed table (µs per call)
     ncu --clock-control none ... python3 -m benchmarks.ncu_probe --calls 3 --no-trace
@@ -150,7 +151,9 @@ def ncu_table(path: str) -> list[str]:
     stalled per issued instruction: where a warp's time goes)."""
     with open(path, newline="") as f:
         rows = [r for r in csv.reader(f) if r]
-    start = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
+    start = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
+    if start is None:
+        raise SystemExit(f"{path}: no kernel rows (did ncu profile anything? see its log)")
     names, units, data = rows[start], rows[start + 1], rows[start + 2:]
     col = {n: i for i, n in enumerate(names)}
     present = [m for m in NCU_COLUMNS if m in col]
