@@ -13,7 +13,7 @@ stream (2 rows, the second a padding row), with the engine's default launch:
 - XLA's bf16 dot at llama's o shape, the reference of a GEMV near the ceiling.
 The trace timings read one copy of each case's weights, which stay in the 50 MB L2 between calls: they are
 L2-warm times, for A/B of one kernel's variants only (launch_sweep times HBM reads). ncu flushes the caches
-before each profiled kernel. Run ncu with a small jax memory pool (XLA_PYTHON_CLIENT_MEM_FRACTION=0.03): ncu
+before each profiled kernel. Run ncu with a small jax memory pool (XLA_PYTHON_CLIENT_MEM_FRACTION=0.06, 8 GB): ncu
 saves and restores the whole pool for every replay pass, ~100 GB by default (s10d: two kernels in 170 s);
 with the pool off (XLA_PYTHON_CLIENT_PREALLOCATE=false) the process crashed at its first compile (s10e).
 
