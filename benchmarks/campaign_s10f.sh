@@ -1,8 +1,9 @@
 # Session 10 (~4 min): the Nsight Compute pass of ncu_probe with an 8 GB jax pool, each kernel once (s10d: the default ~100 GB pool
-# was saved and restored on every replay pass; s10e: with the pool off the process crashed at its first compile).
+# was saved and restored on every replay pass; s10e: with the pool off the process crashed at its first compile),
+# and no CUDA graphs (the first try of this script: ncu crashed after the first kernel, before the first graph).
 source benchmarks/campaign_lib.sh
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-XLA_PYTHON_CLIENT_MEM_FRACTION=0.06 timeout 330 $NCU --clock-control none \
+DGJAX_DEFAULT_XLA_FLAGS=0 XLA_FLAGS=--xla_gpu_enable_command_buffer= XLA_PYTHON_CLIENT_MEM_FRACTION=0.06 timeout 300 $NCU --clock-control none \
     --kernel-name regex:'^(quant_gemv|moe_|fused_decode|split_merge)' --launch-count 30 \
     --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
     --metrics dram__bytes_read.sum,lts__t_bytes.sum -o $OUT/probe -f \
