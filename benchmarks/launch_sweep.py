@@ -104,6 +104,14 @@ def _wide_moe_launches(k: int, n: int) -> list[Launch]:
             for splits in (1, 2, 4) if n % bn == 0 and k % (128 * splits) == 0 and k // (128 * splits) >= 2]
 
 
+def _stages_moe_launches(k: int, n: int) -> list[Launch]:
+    """128-column expert tiles at 2-4 pipeline stages. Why: under Nsight Compute (s10f) the wide fp8 gate/up
+    stage (s4, 3 stages) holds 79 KB of shared memory a program, so 2 fit an SM and its 384-program grid ran
+    1.45 waves, with 11% achieved occupancy and warps stalled on memory; 2 stages hold ~2/3 of that."""
+    return [Launch(128, 128, splits, num_stages=st) for st in (2, 3, 4) for splits in (1, 2, 4, 8)
+            if n % 128 == 0 and k % (128 * splits) == 0 and k // (128 * splits) >= 2]
+
+
 def _moe_launches(k: int, n: int, fmt: str) -> list[Launch]:
     out = []
     bks = (128,) if fmt == "fp8" else (128, 256)
@@ -186,7 +194,8 @@ def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float,
         jax.block_until_ready((nodes, bf16, want))  # nothing of the setup may still run inside a trace
         op = gemv_kernel.describe(nodes[0])
         default = gemv_kernel.default_launch(op)
-        pick = {"basic": _dense_launches, "deep": _deep_launches, "wide": _wide_launches}[launch_set]
+        pick = {"basic": _dense_launches, "deep": _deep_launches, "wide": _wide_launches,
+                "stages": _wide_launches}[launch_set]
         launches = [default] + [la for la in pick(k, n) if la != default]
         launches = launches if gpu else launches[::7]  # CPU smoke: a few launches of each kind, interpreted
         print(f"{case}: K={k} N={n} fp8 {nbytes / 1e6:.1f} MB, {copies} copies, {len(launches)} launches", flush=True)
@@ -268,6 +277,8 @@ def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: 
             configs = [default]
             if launch_set == "wide":
                 launches = _wide_moe_launches
+            elif launch_set == "stages":
+                launches = _stages_moe_launches
             elif launch_set == "deep":
                 launches = lambda k_, n_: [la for la in _deep_launches(k_, n_)  # noqa: E731
                                            if la.splits == 1 and la.block_n <= 64]
@@ -347,10 +358,11 @@ def main(argv=None) -> list[Row]:
     p.add_argument("--out")
     p.add_argument("--deep", action="store_true", help="the deep-unroll launch set instead of the basic one")
     p.add_argument("--wide", action="store_true", help="the wide-tile launch set (`_wide_launches`) instead")
+    p.add_argument("--stages", action="store_true", help="MoE: 128-column tiles at 2-4 pipeline stages")
     p.add_argument("--cases", help="comma-separated case names to keep (default: all)")
     p.add_argument("--fmts", default="fp8,bf16", help="MoE weight formats")
     args = p.parse_args(argv)
-    launch_set = "wide" if args.wide else "deep" if args.deep else "basic"
+    launch_set = "stages" if args.stages else "wide" if args.wide else "deep" if args.deep else "basic"
     gpu = jax.default_backend() == "gpu" and not args.smoke
     gpu_state.spin(1.0 if gpu else 0)  # clocks up first: s9 sweeps read 3.83-3.90 TB/s, the engine runs 4.44
     ceiling = measure_read_ceiling(int(8.59e9)).bytes_per_s if gpu else None
