@@ -205,6 +205,7 @@ def _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, co
             qkv, cos[:, 0], sin[:, 0], k_pages, v_pages, batch.block_tables, batch.context_lens,
             batch.positions, batch.query_lens, slots, scale=cfg.head_dim**-0.5, eps=cfg.rms_norm_eps,
             q_norm=p.q_norm, k_norm=p.k_norm, sliding_window=sliding_window, page_offset=page_offset,
+            prefetch=p.o,
         )
         with jax.named_scope("o_proj"):  # split-K partials may stay unsummed for the add + norm that follows
             out = matmul(o[:, None], p.o, contract=2, keep_splits=add_norm.use_kernel(x, splits=True))

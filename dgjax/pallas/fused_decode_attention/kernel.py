@@ -59,8 +59,38 @@ def supports(num_heads: int, kv_heads: int, head_dim: int, rotary_dim: int, page
     )
 
 
-def _kernel(
-    lo_ref, hi_ref, tables_ref, slots_ref, cos_ref, sin_ref, qkv_ref, k_ref, v_ref, offset_ref, *refs,
+def _kernel(*refs, n_in: int, prefetch: tuple[int, int, int] | None, **kw):
+    """The grid's first `num_splits` splits attend. With `prefetch` (extra splits, chunk rows, rows per
+    program), the extra splits after them read the last input (an [R, C] view of the weight the next kernel
+    reads) and store a checksum of it to the last output, which nothing reads: the loads exist to leave the
+    weight in L2 while the attention's own programs wait on their serial chain of small loads."""
+    ids = pl.program_id(0), pl.program_id(1), pl.program_id(2)  # (read here: not inside a branch)
+    if prefetch is None:
+        return _attention(ids, *refs, **kw)
+    pf_ref, sink_ref = refs[n_in - 1], refs[-1]
+    rest = refs[:n_in - 1] + refs[n_in:-1]
+    pl.when(ids[2] < kw["num_splits"])(lambda: _attention(ids, *rest, **kw))
+    pl.when(ids[2] >= kw["num_splits"])(
+        lambda: _prefetch(ids, pf_ref, sink_ref, kw["kv_heads"], kw["num_splits"], *prefetch))
+
+
+def _prefetch(ids, pf_ref, sink_ref, kv_heads: int, num_splits: int, pf_splits: int, chunk_rows: int, per: int):
+    """Program q of the extra splits loads rows [q * per, (q + 1) * per) of pf [R, C] in chunks of
+    `chunk_rows` rows, every load issued before any is summed (a loop would wait out each load's latency)."""
+    rows, width = pf_ref.shape
+    q = (ids[0] * kv_heads + ids[1]) * pf_splits + ids[2] - num_splits
+    r = lax.broadcasted_iota(jnp.int32, (chunk_rows, width), 0)
+    c = lax.broadcasted_iota(jnp.int32, (chunk_rows, width), 1)
+    tiles = []
+    for i in range(per // chunk_rows):
+        row = q * per + i * chunk_rows + r
+        tiles.append(plgpu.load(pf_ref.at[jnp.minimum(row, rows - 1), c]))  # past the end: the last row again
+    total = sum(jnp.sum(t.astype(jnp.float32)) for t in tiles)
+    plgpu.store(sink_ref.at[jnp.zeros((1,), jnp.int32) + q], jnp.zeros((1,), jnp.float32) + total)
+
+
+def _attention(
+    ids, lo_ref, hi_ref, tables_ref, slots_ref, cos_ref, sin_ref, qkv_ref, k_ref, v_ref, offset_ref, *refs,
     kv_heads: int, group: int, group_pad: int, page_size: int, pages_per_row: int, block_tokens: int,
     num_splits: int, scale_log2: float, normalize: bool, qk_norm: bool, eps: float, segs, head_dim: int,
     dtype, parts: int, has_bias: bool, skip_idle: bool,
@@ -69,7 +99,7 @@ def _kernel(
     refs = refs[3:] if qk_norm else refs
     bias_ref, out_refs = (refs[0], refs[1:]) if has_bias else (None, refs)
     k_out_ref, v_out_ref = out_refs[-2:]
-    b, h, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
+    b, h, s = ids
     base = (b * kv_heads + h) * (group + 2)  # qkv row of this (row, KV head)'s first q head
     part_rows = qkv_ref.shape[0] // max(parts, 1)
     r = lax.broadcasted_iota(jnp.int32, (group_pad, 1), 0)
@@ -193,10 +223,28 @@ def _kernel(
         finish(jnp.zeros((group_pad, head_dim), jnp.float32), zeros - jnp.inf, zeros)
 
 
+PREFETCH_ROW_BYTES = 512  # a row of the prefetched weight's [R, C] view
+PREFETCH_CHUNK_BYTES = 8192  # one load of a prefetch program: 64 bytes a thread at 4 warps
+PREFETCH_PROGRAM_BYTES = 32768  # per prefetch program: 64 registers a thread of loaded bytes at 4 warps
+
+
+def prefetch_plan(w, row_programs: int, program_bytes: int = PREFETCH_PROGRAM_BYTES):
+    """(extra splits, chunk rows, rows per program) to read `w` in about `program_bytes` a program over
+    `row_programs` (row, KV head) pairs; None without `w` or where its size does not tile into rows."""
+    nbytes = 0 if w is None else w.size * jnp.dtype(w.dtype).itemsize
+    if not nbytes or nbytes % PREFETCH_ROW_BYTES:
+        return None
+    rows = nbytes // PREFETCH_ROW_BYTES
+    chunk = max(1, min(PREFETCH_CHUNK_BYTES, program_bytes) // PREFETCH_ROW_BYTES)
+    splits = max(1, pl.cdiv(nbytes, program_bytes * row_programs))
+    per = pl.cdiv(pl.cdiv(rows, splits * row_programs), chunk) * chunk
+    return splits, chunk, per
+
+
 @functools.partial(
     jax.jit,
     static_argnames=("scale", "eps", "block_tokens", "num_splits", "num_warps", "num_stages", "skip_idle",
-                     "interpret"),
+                     "prefetch_bytes", "with_sink", "interpret"),
 )
 def fused_decode_attention(
     qkv: jax.Array | SplitSums,
@@ -220,6 +268,9 @@ def fused_decode_attention(
     norm_row: jax.Array | int = 0,
     page_offset: jax.Array | int = 0,
     skip_idle: bool = False,
+    prefetch: jax.Array | None = None,
+    prefetch_bytes: int = PREFETCH_PROGRAM_BYTES,
+    with_sink: bool = False,
     interpret: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """qkv [B, KVH, G+2, D] -> (out [B, KVH*G, D], k_pages, v_pages with this token's K/V at `slots` [B]).
@@ -240,6 +291,10 @@ def fused_decode_attention(
     skip_idle: a split with no keys but the first (a context shorter than the split count was sized for,
     or a padding row) stores the empty state without loading q; False (default: faster on the H200, s10d)
     keeps every program's loads.
+    prefetch: an array the next kernel reads (the o projection's weight), read by extra programs of this
+    kernel (about `prefetch_bytes` each) so that it sits in L2 when that kernel starts (see `_kernel`).
+    Skipped where its size is not a multiple of PREFETCH_ROW_BYTES. `with_sink` (tests) also returns the
+    prefetch programs' checksums, float32 [programs]: each the sum of the rows it read, as float32.
     """
     parts = qkv.parts.shape[0] if isinstance(qkv, SplitSums) else 0
     dtype = jnp.dtype(qkv.dtype)
@@ -266,6 +321,9 @@ def fused_decode_attention(
     has_bias = bool(parts) and qkv.bias is not None
     if has_bias:
         args.append(qkv.bias.reshape(kvh * g2, d))
+    pf = prefetch_plan(prefetch, b * kvh, prefetch_bytes)
+    if pf:
+        args.append(prefetch.reshape(-1, PREFETCH_ROW_BYTES // jnp.dtype(prefetch.dtype).itemsize))
     in_specs = [whole(a.shape) for a in args]
 
     normalize = splits == 1
@@ -273,21 +331,26 @@ def fused_decode_attention(
     out_shape += [jax.ShapeDtypeStruct(k_rows.shape, k_rows.dtype), jax.ShapeDtypeStruct(v_rows.shape, v_rows.dtype)]
     out_specs += [whole(k_rows.shape), whole(v_rows.shape)]
     n_main = len(out_shape) - 2
+    if pf:
+        sink = (b * kvh * pf[0],)
+        out_shape.append(jax.ShapeDtypeStruct(sink, jnp.float32))
+        out_specs.append(whole(sink))
     kernel = functools.partial(
-        _kernel, kv_heads=kvh, group=g, group_pad=gp, page_size=ps, pages_per_row=p, block_tokens=bk,
+        _kernel, n_in=len(args), prefetch=pf, kv_heads=kvh, group=g, group_pad=gp, page_size=ps, pages_per_row=p,
+        block_tokens=bk,
         num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, qk_norm=qk_norm, eps=eps,
         segs=segs, head_dim=d, dtype=dtype, parts=parts, has_bias=has_bias, skip_idle=skip_idle,
     )
     outs = pl.pallas_call(
         kernel,
-        grid=(b, kvh, splits),
+        grid=(b, kvh, splits + (pf[0] if pf else 0)),
         in_specs=in_specs,
         out_specs=out_specs,
         out_shape=out_shape,
         input_output_aliases={7: n_main, 8: n_main + 1},
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
         interpret=interpret,
-        name=f"fused_decode_attention_g{gp}_d{d}_bk{bk}_s{splits}",
+        name=f"fused_decode_attention_g{gp}_d{d}_bk{bk}_s{splits}" + (f"_pf{pf[0]}" if pf else ""),
     )(*args)
     main, k_out, v_out = outs[:n_main], outs[n_main], outs[n_main + 1]
     if normalize:
@@ -295,4 +358,5 @@ def fused_decode_attention(
     else:
         out = split_merge.merge_for_attention(*main, group=g, out_dtype=dtype, interpret=interpret)
     out = out.reshape(b, kvh * g, d)
-    return out, k_out.reshape(k_pages.shape), v_out.reshape(v_pages.shape)
+    result = out, k_out.reshape(k_pages.shape), v_out.reshape(v_pages.shape)
+    return result + ((outs[-1] if pf else None),) if with_sink else result
