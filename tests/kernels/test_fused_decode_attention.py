@@ -308,3 +308,25 @@ def test_kernel_lowers_with_a_prefetched_fp8_weight(verified_triton_lowering):
 
     text = jax.jit(run).trace(sums, w, *args).lower(lowering_platforms=("cuda",)).as_text()
     assert verified_triton_lowering == [True, True] and "_pf32" in text
+
+
+def test_split_programs_switch_sets_the_split_count(monkeypatch):
+    """DGJAX_ATTENTION_PROGRAMS: the split rule aims at that many programs (llama heads, 2 rows, an 8272-token
+    table: 264 programs give 17 splits, 528 give 33); a bad value is refused by name."""
+    from dgjax.pallas.fused_decode_attention import api
+
+    spec = jax.ShapeDtypeStruct
+    b, kvh, g, d, ps, width = 2, 8, 4, 128, 16, 517
+    args = [spec((b, kvh, g + 2, d), jnp.bfloat16), spec((b, 1, d), jnp.float32), spec((b, 1, d), jnp.float32),
+            spec((64, ps, kvh, d), jnp.bfloat16), spec((64, ps, kvh, d), jnp.bfloat16), spec((b, width), jnp.int32),
+            spec((b,), jnp.int32), spec((b, 1), jnp.int32), spec((b,), jnp.int32), spec((b, 1), jnp.int32)]
+
+    def name(programs):
+        monkeypatch.setenv("DGJAX_ATTENTION_PROGRAMS", programs)
+        text = str(jax.make_jaxpr(lambda *a: api.decode_attention(
+            a[0], a[1][:, 0], a[2][:, 0], *a[3:], scale=0.1, eps=1e-6, impl="kernel"))(*args))
+        return [w for w in text.split() if "fused_decode_attention_g16" in w]
+
+    assert any("_s17" in w for w in name("264")) and any("_s33" in w for w in name("528"))
+    with pytest.raises(ValueError, match="DGJAX_ATTENTION_PROGRAMS"):
+        name("many")
