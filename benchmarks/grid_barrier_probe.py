@@ -1,0 +1,204 @@
+"""What a launch boundary costs against a grid-wide barrier inside one kernel, on two chained decode GEMVs.
+
+Why: Nsight Compute (session 10, 2026-12-02-s10f-*) shows every decode kernel latency-bound (6-15% achieved
+occupancy, warps waiting on memory): a qwen3-30b-a3b fp8 layer is ~16 launches of 2-13 µs, and a standalone
+GEMV of 8-10 MB does not get much under ~5 µs. Fewer, longer kernels are what remains, which for a decode
+layer means phases that depend on all of the previous phase's output: a grid-wide barrier between them. Pallas
+on Triton has no grid sync, but with every program resident (one per SM) an atomic counter works: each program
+stores its part, passes a CTA barrier, and one thread adds 1 with release semantics (Triton's atomics are
+acq_rel at GPU scope); then every program spins until the count reaches the grid size, passes a CTA barrier
+and reads the other programs' results with volatile loads (not cached in L1). A spin limit keeps a grid that
+is not all resident from hanging the GPU (the probe then reports the limit was hit).
+
+Cases, each a chain of `--chain` pairs y = (x . W1) . W2 with distinct weights per pair (reads from HBM):
+- `split`: two pallas_calls a pair (phase 1, phase 2), the tiles and loops of `fused`;
+- `fused`: one pallas_call a pair, the two phases around the barrier;
+- `xla`: XLA's own dots, for scale.
+W1 [2048 -> 4096], W2 [4096 -> 2048] bf16 (16.8 MB each), x 2 rows (padded to 16 for the dots). Timed by wall
+clock over the whole chain in one executable (one CUDA graph: the engine's launch cost, gaps included) and
+by the device trace (kernel time only). Each output is checked against the float32 product.
+
+    python3 -m benchmarks.grid_barrier_probe --out $OUT     # GPU
+    python -m benchmarks.grid_barrier_probe --smoke         # CPU: the split variant interpreted; fused lowered
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from benchmarks.device_trace import trace_events
+from dgjax.pallas.launch import whole
+
+ROWS, PAD = 2, 16
+SPIN_LIMIT = 1 << 22  # ~a second of spinning at most, then the program goes on (flagged)
+
+
+def _phase(x_ref, w_ref, y_ref, p, cols: int, bk: int, cached: bool):
+    """y[:, p*cols:(p+1)*cols] = x . w[p*cols:(p+1)*cols, :].T (w is [N, K]), float32 accumulation."""
+    n, k = w_ref.shape
+    r = lax.broadcasted_iota(jnp.int32, (PAD, bk), 0)
+    c = lax.broadcasted_iota(jnp.int32, (PAD, bk), 1)
+    wr = p * cols + lax.broadcasted_iota(jnp.int32, (cols, bk), 0)
+    wc = lax.broadcasted_iota(jnp.int32, (cols, bk), 1)
+
+    def step(i, acc):
+        x = plgpu.load(x_ref.at[jnp.minimum(r, ROWS - 1), i * bk + c], mask=r < ROWS, other=0,
+                       volatile=cached)
+        w = plgpu.load(w_ref.at[wr, i * bk + wc])
+        return acc + plgpu.dot(x, w, trans_b=True)
+
+    acc = lax.fori_loop(0, k // bk, step, jnp.zeros((PAD, cols), jnp.float32))
+    yr = lax.broadcasted_iota(jnp.int32, (PAD, cols), 0)
+    yc = p * cols + lax.broadcasted_iota(jnp.int32, (PAD, cols), 1)
+    # padding rows masked, not clamped (tiles.store_rows: the interpreter's masked store reads and writes back)
+    plgpu.store(y_ref.at[yr, yc], acc.astype(y_ref.dtype), mask=yr < ROWS)
+
+
+def _grid_barrier(sync_ref, programs: int):
+    """Every program's stores before it are visible to every program after it (see the module doc).
+    sync_ref: int32 [2], zeros on entry: the arrival count, and 1 once a program gave up spinning."""
+    plgpu.debug_barrier()
+    plgpu.atomic_add(sync_ref, 0, 1)
+
+    def waiting(carry):
+        seen, spins = carry
+        return (seen < programs) & (spins < SPIN_LIMIT)
+
+    def spin(carry):
+        _, spins = carry
+        return plgpu.atomic_add(sync_ref, 0, 0), spins + 1
+
+    seen, _ = lax.while_loop(waiting, spin, (jnp.int32(0), jnp.int32(0)))
+    plgpu.atomic_max(sync_ref, 1, jnp.clip(programs - seen, 0, 1))  # 1: the limit was hit (integer ops only)
+    plgpu.debug_barrier()
+
+
+def _fused_kernel(x_ref, w1_ref, w2_ref, _sync_in, y1_ref, y2_ref, sync_ref, *, programs: int, bk: int):
+    p = pl.program_id(0)
+    _phase(x_ref, w1_ref, y1_ref, p, w1_ref.shape[0] // programs, bk, cached=False)
+    _grid_barrier(sync_ref, programs)
+    _phase(y1_ref, w2_ref, y2_ref, p, w2_ref.shape[0] // programs, bk, cached=True)
+
+
+def _phase_kernel(x_ref, w_ref, y_ref, *, programs: int, bk: int):
+    _phase(x_ref, w_ref, y_ref, pl.program_id(0), w_ref.shape[0] // programs, bk, cached=False)
+
+
+def _params(warps):
+    return plgpu.CompilerParams(num_warps=warps, num_stages=3)
+
+
+def split_pair(x, w1, w2, *, programs: int, bk: int = 128, warps: int = 4, interpret: bool = False):
+    """(x . w1.T) . w2.T as two launches (w: [N, K] bf16)."""
+    def phase(a, w, name):
+        return pl.pallas_call(
+            functools.partial(_phase_kernel, programs=programs, bk=bk), grid=(programs,),
+            in_specs=[whole(a.shape), whole(w.shape)], out_specs=whole((ROWS, w.shape[0])),
+            out_shape=jax.ShapeDtypeStruct((ROWS, w.shape[0]), a.dtype), compiler_params=_params(warps),
+            interpret=interpret, name=name)(a, w)
+    return phase(phase(x, w1, "barrier_probe_phase1"), w2, "barrier_probe_phase2")
+
+
+def fused_pair(x, w1, w2, *, programs: int, bk: int = 128, warps: int = 4):
+    """The same two phases in one launch around a grid barrier; returns (y2, spin limit hit [1] int32).
+    GPU only: programs run concurrently and must all be resident (programs <= SMs)."""
+    # zeros aliased in and out: every call gets a fresh zeroed buffer (a copy or memset in the executable,
+    # part of the timed cost); an input alone could be one constant shared by every call of the chain
+    sync = jnp.zeros((2,), jnp.int32)
+    outs = pl.pallas_call(
+        functools.partial(_fused_kernel, programs=programs, bk=bk), grid=(programs,),
+        in_specs=[whole(x.shape), whole(w1.shape), whole(w2.shape), whole((2,))],
+        out_specs=[whole((ROWS, w1.shape[0])), whole((ROWS, w2.shape[0])), whole((2,))],
+        out_shape=[jax.ShapeDtypeStruct((ROWS, w1.shape[0]), x.dtype),
+                   jax.ShapeDtypeStruct((ROWS, w2.shape[0]), x.dtype), jax.ShapeDtypeStruct((2,), jnp.int32)],
+        input_output_aliases={3: 2}, compiler_params=_params(warps), name="barrier_probe_fused")(x, w1, w2, sync)
+    return outs[1], outs[2][1:]
+
+
+def chain(pair, x, w1s, w2s):
+    flags = []
+    for w1, w2 in zip(w1s, w2s):
+        out = pair(x, w1, w2)
+        x, flag = out if isinstance(out, tuple) else (out, None)
+        flags.append(flag)
+    return x, flags
+
+
+def _rel(got, want) -> float:
+    got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
+    return float(np.abs(got - want).max() / max(1e-30, np.abs(want).max()))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--chain", type=int, default=16, help="pairs per timed executable (distinct weights)")
+    p.add_argument("--programs", type=int, default=128, help="grid size (<= SMs for the fused kernel)")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--smoke", action="store_true")
+    p.add_argument("--out")
+    a = p.parse_args(argv)
+    gpu = jax.default_backend() == "gpu" and not a.smoke
+    k1, n1 = (2048, 4096) if not a.smoke else (256, 512)
+    chain_len, programs = (a.chain, a.programs) if gpu else (2, 8)
+    key = jax.random.key(0)
+    make = jax.jit(lambda k, s: (0.03 * jax.random.normal(k, s, jnp.float32)).astype(jnp.bfloat16),
+                   static_argnums=1)
+    w1s = [make(jax.random.fold_in(key, 2 * i), (n1, k1)) for i in range(chain_len)]
+    w2s = [make(jax.random.fold_in(key, 2 * i + 1), (k1, n1)) for i in range(chain_len)]
+    x = make(jax.random.fold_in(key, 999), (ROWS, k1))
+    want = x.astype(jnp.float32)
+    for w1, w2 in zip(w1s, w2s):
+        want = ((want @ w1.astype(jnp.float32).T).astype(jnp.bfloat16).astype(jnp.float32)
+                @ w2.astype(jnp.float32).T).astype(jnp.bfloat16).astype(jnp.float32)
+    cases = {"split": functools.partial(split_pair, programs=programs, interpret=not gpu),
+             "xla": lambda x_, w1, w2: (x_ @ w1.T) @ w2.T}
+    if gpu:
+        cases["fused"] = functools.partial(fused_pair, programs=programs)
+    lines = [f"{chain_len} chained pairs of [{ROWS}, {k1}] . [{k1} -> {n1}] . [{n1} -> {k1}] bf16, "
+             f"{programs} programs, {2 * n1 * k1 * 2 * chain_len / 1e6:.0f} MB of weights a call",
+             "", "| case | wall µs a pair | kernel µs a pair (trace) | rel. error | spin limit hit |",
+             "| --- | --- | --- | --- | --- |"]
+    for name, pair in cases.items():
+        fn = jax.jit(lambda x_, a1, a2, pair=pair: chain(pair, x_, a1, a2))
+        out, flags = jax.block_until_ready(fn(x, w1s, w2s))
+        hit = any(int(f[0]) for f in flags if f is not None)
+        err = _rel(out, want)
+        wall = trace = float("nan")
+        if gpu:
+            t0 = time.perf_counter()
+            for _ in range(a.reps):
+                res = fn(x, w1s, w2s)
+            jax.block_until_ready(res)
+            wall = (time.perf_counter() - t0) / a.reps / chain_len * 1e6
+
+            def run():
+                jax.block_until_ready(fn(x, w1s, w2s))
+            trace = sum(e["dur"] for e in trace_events(run)) / chain_len
+        lines.append(f"| {name} | {wall:.1f} | {trace:.1f} | {err:.1e} | {hit} |")
+        print(lines[-1], flush=True)
+    if not gpu:  # the fused kernel needs concurrent programs: on the CPU only its Triton module is checked
+        spec = jax.ShapeDtypeStruct
+        jax.jit(functools.partial(fused_pair, programs=programs)).trace(
+            spec((ROWS, k1), jnp.bfloat16), spec((n1, k1), jnp.bfloat16), spec((k1, n1), jnp.bfloat16),
+        ).lower(lowering_platforms=("cuda",))
+        lines.append("fused: lowered for CUDA (not run)")
+        print(lines[-1])
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "grid_barrier_probe.md"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return lines
+
+
+if __name__ == "__main__":
+    main()
