@@ -32,7 +32,7 @@ import numpy as np
 from benchmarks import gpu_state
 from benchmarks.ceilings import measure_read_ceiling
 from benchmarks.device_trace import trace_events
-from dgjax.pallas.launch import Launch
+from dgjax.pallas.launch import Launch, split_steps
 from dgjax.pallas.moe_decode import kernel as moe_kernel
 from dgjax.pallas.moe_decode import ref as moe_ref
 from dgjax.pallas.quant_gemv import kernel as gemv_kernel
@@ -98,10 +98,16 @@ def _wide_launches(k: int, n: int) -> list[Launch]:
     return out
 
 
+def _moe_splits_fit(k: int, splits: int) -> bool:
+    """K in 128-wide steps cut in `splits`, the last split allowed fewer (glm's down: 11 steps), each >= 2."""
+    per = split_steps(k // 128, splits) if k % 128 == 0 else None
+    return per is not None and k // 128 - (splits - 1) * per >= 2
+
+
 def _wide_moe_launches(k: int, n: int) -> list[Launch]:
     """`_wide_launches` for an expert stage: 64-128 columns, up to 4 K splits of at least 2 steps."""
     return [Launch(bn, 128, splits, num_warps=warps) for bn in (64, 128) for warps in ((4,) if bn == 64 else (4, 8))
-            for splits in (1, 2, 4) if n % bn == 0 and k % (128 * splits) == 0 and k // (128 * splits) >= 2]
+            for splits in (1, 2, 4) if n % bn == 0 and _moe_splits_fit(k, splits)]
 
 
 def _stages_moe_launches(k: int, n: int) -> list[Launch]:
@@ -109,7 +115,7 @@ def _stages_moe_launches(k: int, n: int) -> list[Launch]:
     stage (s4, 3 stages) holds 79 KB of shared memory a program, so 2 fit an SM and its 384-program grid ran
     1.45 waves, with 11% achieved occupancy and warps stalled on memory; 2 stages hold ~2/3 of that."""
     return [Launch(128, 128, splits, num_stages=st) for st in (2, 3, 4) for splits in (1, 2, 4, 8)
-            if n % 128 == 0 and k % (128 * splits) == 0 and k // (128 * splits) >= 2]
+            if n % 128 == 0 and _moe_splits_fit(k, splits)]
 
 
 def _moe_launches(k: int, n: int, fmt: str) -> list[Launch]:

@@ -56,3 +56,10 @@ def choose_impl(impl: str | None, env_var: str, impls: tuple[str, ...], what: st
 def whole(shape) -> pl.BlockSpec:
     """A BlockSpec handing every program the whole array (kernels that index it themselves)."""
     return pl.BlockSpec(shape, lambda *_: (0,) * len(shape))
+
+
+def split_steps(total_steps: int, splits: int) -> int | None:
+    """K steps per split when `total_steps` are cut in `splits` (the last split may run fewer), or None where
+    a split would run none."""
+    per = -(-total_steps // splits)
+    return per if (splits - 1) * per < total_steps else None

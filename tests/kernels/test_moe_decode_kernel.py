@@ -234,12 +234,46 @@ def test_quantized_experts_split_k_until_the_gpu_is_busy():
     assert 8 < kernel.expected_live_slots(128, 8, 16) < 128
 
 
+@pytest.mark.parametrize("tokens,top_k", [(1, 2), (3, 2)])
+def test_uneven_k_splits_match_the_reference(tokens, top_k):
+    """K steps that splits do not cut evenly (gate/up: 3 steps in 2 splits, 2 + 1; down: 5 in 2, 3 + 2; as
+    glm-4.5-air's down has 11 steps of 128): the last split runs what is left, dead slots none. Unrouted
+    experts are NaN, so a dead slot or a step past K that reads a weight shows."""
+    rng = np.random.default_rng(40 + tokens)
+    e, h, f = 6, 48, 80
+    unrouted = [1, 4]
+    gate, up, down = (rng.standard_normal(s).astype(np.float32) * 0.2 for s in ((e, h, f), (e, h, f), (e, f, h)))
+    ids, weights = _routing(rng, tokens, top_k, [x for x in range(e) if x not in unrouted])
+    x = jnp.asarray(rng.standard_normal((tokens, h)), jnp.float32)
+    args = (x, jnp.asarray(ids), jnp.asarray(weights))
+    want = ref.moe_decode(*args, *(jnp.asarray(w) for w in (gate, up, down)))
+    for w in (gate, up, down):
+        w[unrouted] = np.nan
+    config = kernel.Config(L(16, 16, 2), L(16, 16, 2))
+    assert kernel.launch_fits(kernel.describe(jnp.asarray(down)), config.down)
+    got = kernel.moe_decode(*args, *(jnp.asarray(w) for w in (gate, up, down)), config=config, interpret=True)
+    _check(got, want, jnp.float32)
+
+
+def test_uneven_k_split_lowers_at_glm_expert_shapes(verified_triton_lowering):
+    """glm-4.5-air's experts (4096 -> 1408 -> 4096, fp8): down's 11 steps of 128 in 2 splits (6 + 5)."""
+    spec = jax.ShapeDtypeStruct
+    gate, down = _abstract_node("fp8", 128, 4096, 1408), _abstract_node("fp8", 128, 1408, 4096)
+    args = (spec((2, 4096), jnp.bfloat16), spec((2, 8), jnp.int32), spec((2, 8), jnp.float32), gate, gate, down)
+    config = kernel.Config(L(128, 128, 2), L(128, 128, 2))
+    text = jax.jit(lambda *a: kernel.moe_decode(*a, config=config)).trace(*args).lower(
+        lowering_platforms=("cuda",)).as_text()
+    assert verified_triton_lowering == [True, True] and "moe_down_fp8_t2_bn128_bk128_s2" in text
+
+
 def test_bad_launch_knobs_are_rejected():
     op = kernel.Operand("fp8", 8, 64, 32, num_arrays=2, scale_block=FP8_BLOCK, scale_grid=(2, 2))
     with pytest.raises(ValueError):
         kernel.check_launch(op, L(64, 32))  # 64 columns do not tile 32
     with pytest.raises(ValueError):
         kernel.check_launch(op, L(32, 64))  # a K step across two fp8 scale blocks
+    with pytest.raises(ValueError):
+        kernel.check_launch(op, L(16, 16, 3))  # 4 K steps in 3 splits: the third would run none
 
 
 def _uses_kernel(fn, *args) -> bool:

@@ -42,7 +42,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from dgjax.pallas.launch import Launch, choose_impl, sm_count, target_programs, whole
+from dgjax.pallas.launch import Launch, choose_impl, sm_count, split_steps, target_programs, whole
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
 from dgjax.pallas.split_sums import SplitSums
@@ -162,9 +162,22 @@ def default_config(gate: Any, down: Any, tokens: int, top_k: int) -> Config:
 
 
 def launch_fits(op: Operand, launch: Launch) -> bool:
-    """Blocks are powers of two that tile the weight and sit on its scale grid (tiles.valid_block_k)."""
-    fits = op.k % (launch.splits * launch.block_k) == 0
+    """Blocks are powers of two that tile the weight and sit on its scale grid (tiles.valid_block_k); every K
+    split runs at least one step (the last may run fewer: glm-4.5-air's experts' down has 11 steps of 128)."""
+    fits = op.k % launch.block_k == 0 and split_steps(op.k // launch.block_k, launch.splits) is not None
     return valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits
+
+
+def _split_loop(op: Operand, launch: Launch, s, live):
+    """tiles.k_loop over split `s`'s share of K: the dead slots run none, the last split of an uneven cut
+    runs what is left."""
+    bk, total = launch.block_k, op.k // launch.block_k
+    k_steps = split_steps(total, launch.splits)
+    steps = None
+    if k_steps * launch.splits != total:
+        steps = jnp.where(live, jnp.minimum(jnp.int32(k_steps), total - s * k_steps), 0)
+    return functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
+                             unroll=launch.unroll, live=live, steps=steps)
 
 
 def check_launch(op: Operand, launch: Launch) -> None:
@@ -202,16 +215,14 @@ def silu_mul(g, u):
     return g * lax.logistic(g) * u  # silu(g) * u
 
 
-def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: int, launch: Launch,
-                    k_steps: int, fused: bool):
+def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: int, launch: Launch, fused: bool):
     n_w = op.num_arrays
     g_refs, u_refs, out_refs = refs[:n_w], refs[n_w: 2 * n_w], refs[2 * n_w:]
     a, j, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
     bk, bn = launch.block_k, launch.block_n
     expert, live = slot_expert(ids_ref, a, num_slots)
     n0 = j * bn
-    loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
-                             unroll=launch.unroll, live=live)
+    loop = _split_loop(op, launch, s, live)
 
     def step(k0, carry):
         xs = tiles.x_tiles(x_ref, tokens, k0, bk, op)
@@ -243,15 +254,14 @@ def _split_act_rows(g_ref, u_ref, slot, num_slots: int, splits: int, tokens: int
 
 
 def _down_kernel(ids_ref, wts_ref, *refs, op: Operand, tokens: int, top_k: int, num_slots: int,
-                 launch: Launch, k_steps: int, act_splits: int, dtype):
+                 launch: Launch, act_splits: int, dtype):
     h_refs, refs = (refs[:2], refs[2:]) if act_splits else (refs[:1], refs[1:])
     w_refs, o_ref = refs[:-1], refs[-1]
     a, j, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
     bk, bn = launch.block_k, launch.block_n
     expert, live = slot_expert(ids_ref, a, num_slots)
     n0 = j * bn
-    loop = functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
-                             unroll=launch.unroll, live=live)
+    loop = _split_loop(op, launch, s, live)
     rows = _split_act_rows(*h_refs, a, num_slots, act_splits, tokens, dtype) if act_splits else None
     h_ref = None if act_splits else h_refs[0]
 
@@ -280,8 +290,7 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in
     (op, g_arrays), (_, u_arrays) = operand(gate), operand(up)
     check_launch(op, launch)
     t, a = x.shape[0], ids_flat.shape[0]
-    bn, bk, splits = launch.block_n, launch.block_k, launch.splits
-    k_steps = op.k // (splits * bk)
+    bn, splits = launch.block_n, launch.splits
     fused = splits == 1
     if fused:
         out_shape = [jax.ShapeDtypeStruct((a, t, op.n), x.dtype)]
@@ -290,8 +299,7 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in
         part = jax.ShapeDtypeStruct((splits, a, t, op.n), jnp.float32)
         out_shape = [part, part]
         out_specs = [pl.BlockSpec((None, None, t, bn), lambda i, j, s: (s, i, 0, j))] * 2
-    kernel = functools.partial(_gate_up_kernel, op=op, tokens=t, num_slots=a, launch=launch,
-                               k_steps=k_steps, fused=fused)
+    kernel = functools.partial(_gate_up_kernel, op=op, tokens=t, num_slots=a, launch=launch, fused=fused)
     outs = pl.pallas_call(
         kernel,
         grid=(a, op.n // bn, splits),
@@ -315,7 +323,7 @@ def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpre
     h: [slots, T, ffw], or the gate/up stage's (gate, up) SplitSums, finished here as the rows load."""
     op, d_arrays = operand(down)
     check_launch(op, launch)
-    bn, bk, splits = launch.block_n, launch.block_k, launch.splits
+    bn, splits = launch.block_n, launch.splits
     if isinstance(h, tuple):
         gate_parts, up_parts = (p.parts for p in h)
         act_splits, a, t, _ = gate_parts.shape
@@ -326,7 +334,7 @@ def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpre
         (a, t, _), act_splits, dtype = h.shape, 0, h.dtype
         h_args, h_specs = [h], [pl.BlockSpec((None, t, op.k), lambda i, j, s: (i, 0, 0))]
     kernel = functools.partial(_down_kernel, op=op, tokens=t, top_k=top_k, num_slots=a, launch=launch,
-                               k_steps=op.k // (splits * bk), act_splits=act_splits, dtype=dtype)
+                               act_splits=act_splits, dtype=dtype)
     return pl.pallas_call(
         kernel,
         grid=(a, op.n // bn, splits),

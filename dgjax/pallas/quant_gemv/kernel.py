@@ -36,7 +36,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from dgjax.pallas.launch import Launch, choose_impl, target_programs, whole
+from dgjax.pallas.launch import Launch, choose_impl, split_steps, target_programs, whole
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, valid_block_k, valid_block_n
 from dgjax.pallas.split_sums import SplitSums
@@ -102,13 +102,6 @@ def wide_fp8() -> bool:
     faster at every fp8 projection shape swept on the H200 (benchmarks/results/2026-12-01-s9d-*): glm-4.5-air
     q/k/v 20.8 vs 23.4 µs, o 17.8 vs 18.9, qwen3-30b-a3b o 6.7 vs 7.0, q/k/v 7.8 vs 7.9."""
     return choose_impl(None, WIDE_ENV_VAR, ("on", "off"), "quant gemv wide fp8 blocks", default="on") == "on"
-
-
-def split_steps(total_steps: int, splits: int) -> int | None:
-    """K steps per split when `total_steps` are cut in `splits` (the last split may run fewer), or None where
-    a split would run none."""
-    per = -(-total_steps // splits)
-    return per if (splits - 1) * per < total_steps else None
 
 
 def _splits_to_fill(op: Operand, bn: int, bk: int, programs: int, even: bool = False) -> int:
