@@ -258,10 +258,11 @@ def test_page_offset_reads_and_writes_the_layers_part_of_a_shared_pool(impl):
     assert not np.allclose(np.asarray(unshifted[0]), np.asarray(want[0]), atol=1e-3)  # the offset does matter
 
 
-@pytest.mark.parametrize("splits,dtype", [(1, jnp.bfloat16), (3, jnp.float8_e4m3fn)])
-def test_prefetch_programs_leave_every_output_unchanged(splits, dtype):
-    """Extra programs that read a weight (32 KB of bf16 or 16 KB of fp8, in programs of 2 KB) add a sink output
-    and change nothing else, bit for bit, with and without splits."""
+@pytest.mark.parametrize("splits,dtype,cap", [(1, jnp.bfloat16, None), (3, jnp.float8_e4m3fn, None),
+                                              (3, jnp.bfloat16, 16384)])
+def test_prefetch_programs_leave_every_output_unchanged(splits, dtype, cap):
+    """Extra programs that read a weight (32 KB of bf16 or 16 KB of fp8, in programs of 2 KB; or only its first
+    `cap` bytes) add a sink output and change nothing else, bit for bit, with and without splits."""
     b, kvh, g, d = 3, 2, 3, 64
     c = _case(11, b, kvh, g, d, d, jnp.float32, True)
     start, end = paged.decode_window(c["context_lens"], c["positions"], c["query_lens"], WIDTH * PAGE, None)
@@ -269,15 +270,16 @@ def test_prefetch_programs_leave_every_output_unchanged(splits, dtype):
             c["slots"][:, 0], c["q_norm"], c["k_norm"])
     kw = dict(scale=d**-0.5, eps=1e-6, num_splits=splits, block_tokens=8, interpret=True)
     w = jnp.asarray(np.random.default_rng(3).standard_normal((64, 256)), dtype)
-    plan = kernel.prefetch_plan(w, b * kvh, program_bytes=2048)
+    plan = kernel.prefetch_plan(w, b * kvh, program_bytes=2048, max_bytes=cap)
     assert plan is not None and plan[0] > 1  # several extra splits per (row, KV head)
-    *with_pf, sink = kernel.fused_decode_attention(*args, prefetch=w, prefetch_bytes=2048, with_sink=True, **kw)
+    *with_pf, sink = kernel.fused_decode_attention(*args, prefetch=w, prefetch_bytes=2048, prefetch_max_bytes=cap,
+                                                   with_sink=True, **kw)
     without = kernel.fused_decode_attention(*args, **kw)
     for got, want in zip(with_pf, without):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     # every row was read: the programs' sums (a program past the end re-reads the last row) add up to w's
-    splits, chunk, per = plan
-    rows = np.asarray(w.astype(jnp.float32)).reshape(-1, kernel.PREFETCH_ROW_BYTES // w.dtype.itemsize)
+    splits, chunk, per, n_rows = plan
+    rows = np.asarray(w.astype(jnp.float32)).reshape(-1, kernel.PREFETCH_ROW_BYTES // w.dtype.itemsize)[:n_rows]
     padded = np.concatenate([rows, np.repeat(rows[-1:], b * kvh * splits * per - len(rows), 0)])
     want_sums = padded.reshape(b * kvh * splits, -1).sum(1)
     np.testing.assert_allclose(np.asarray(sink), want_sums, rtol=1e-5, atol=1e-3)
@@ -287,9 +289,14 @@ def test_prefetch_plan_covers_the_weight():
     """Every row of the weight's view falls in some prefetch program's range; sizes that do not tile skip."""
     for nbytes, row_programs in [(2048 * 4096, 8), (4096 * 512, 16), (512 * 3, 1)]:
         w = jax.ShapeDtypeStruct((nbytes,), jnp.uint8)
-        splits, chunk, per = kernel.prefetch_plan(w, row_programs)
+        splits, chunk, per, rows = kernel.prefetch_plan(w, row_programs)
+        assert rows * kernel.PREFETCH_ROW_BYTES == nbytes
         assert per % chunk == 0 and splits * row_programs * per * kernel.PREFETCH_ROW_BYTES >= nbytes
         assert per * kernel.PREFETCH_ROW_BYTES <= 2 * kernel.PREFETCH_PROGRAM_BYTES + kernel.PREFETCH_CHUNK_BYTES
+    # a cap: llama's 33.5 MB bf16 o weight, its first 16 MB
+    llama_o = jax.ShapeDtypeStruct((32, 128, 4096), jnp.bfloat16)
+    splits, chunk, per, rows = kernel.prefetch_plan(llama_o, 16, max_bytes=16 << 20)
+    assert rows * kernel.PREFETCH_ROW_BYTES == 16 << 20 and splits * 16 * per >= rows
     assert kernel.prefetch_plan(jax.ShapeDtypeStruct((100,), jnp.uint8), 4) is None
     assert kernel.prefetch_plan(None, 4) is None
 

@@ -4,7 +4,7 @@ Dispatch (at trace time), following DGJAX_ATTENTION like dgjax/pallas/paged_atte
 (or with `kernel` forced, interpreted off GPU) the fused kernel where `kernel.supports` the shapes and
 page dtype; otherwise the reference (ref.py), which is the unfused path's math.
 DGJAX_PREFETCH_O (`off` by default): extra programs of the kernel read the o projection's weight (its largest
-array, up to PREFETCH_MAX_BYTES) into L2 while the attention waits on its small loads; the o GEMV then reads
+array, its first PREFETCH_MAX_BYTES: llama-3.1-8b's bf16 o is 33.5 MB) into L2 while the attention waits on its small loads; the o GEMV then reads
 L2 (qwen3-30b-a3b fp8 o: 3.9 µs L2-warm, 5.5 a layer in the engine). On the H200 (s10h) the o GEMV fell to 4.6
 µs a layer and the attention rose 0.4 µs: 363.4 tok/s, inside the spread of runs without it (359.8-364.1).
 DGJAX_ATTENTION_SKIP_IDLE (`off` by default): whether splits with no keys skip their loads. It lost on the
@@ -42,12 +42,11 @@ PREFETCH_MAX_BYTES = 16 << 20  # a third of the H200's 50 MB L2
 
 
 def prefetch_array(w):
-    """The array of weight `w` (a plain array or a quantized node) worth prefetching: its largest leaf, if
-    DGJAX_PREFETCH_O is on and it fits PREFETCH_MAX_BYTES; else None."""
+    """The array of weight `w` (a plain array or a quantized node) worth prefetching, if DGJAX_PREFETCH_O is
+    on: its largest leaf (the kernel reads its first PREFETCH_MAX_BYTES); else None."""
     if w is None or choose_impl(None, PREFETCH_ENV_VAR, ("on", "off"), "o weight prefetch", default="off") != "on":
         return None
-    leaf = max(jax.tree_util.tree_leaves(w), key=lambda a: a.size * a.dtype.itemsize)
-    return leaf if leaf.size * leaf.dtype.itemsize <= PREFETCH_MAX_BYTES else None
+    return max(jax.tree_util.tree_leaves(w), key=lambda a: a.size * a.dtype.itemsize)
 
 
 def skip_idle() -> bool:
@@ -93,5 +92,5 @@ def decode_attention(
     return kernel.fused_decode_attention(
         qkv, cos, sin, k_pages, v_pages, block_tables, start, end, slots[:, 0], q_norm, k_norm,
         scale=scale, eps=eps, num_splits=num_splits, norm_row=norm_row, page_offset=page_offset, skip_idle=skip_idle(),
-        prefetch=prefetch_array(prefetch), interpret=not on_gpu,
+        prefetch=prefetch_array(prefetch), prefetch_max_bytes=PREFETCH_MAX_BYTES, interpret=not on_gpu,
     )

@@ -59,9 +59,9 @@ def supports(num_heads: int, kv_heads: int, head_dim: int, rotary_dim: int, page
     )
 
 
-def _kernel(*refs, n_in: int, prefetch: tuple[int, int, int] | None, **kw):
+def _kernel(*refs, n_in: int, prefetch: tuple[int, int, int, int] | None, **kw):
     """The grid's first `num_splits` splits attend. With `prefetch` (extra splits, chunk rows, rows per
-    program), the extra splits after them read the last input (an [R, C] view of the weight the next kernel
+    program, rows in all), the extra splits after them read the last input (an [R, C] view of the weight the next kernel
     reads) and store a checksum of it to the last output, which nothing reads: the loads exist to leave the
     weight in L2 while the attention's own programs wait on their serial chain of small loads."""
     ids = pl.program_id(0), pl.program_id(1), pl.program_id(2)  # (read here: not inside a branch)
@@ -74,10 +74,12 @@ def _kernel(*refs, n_in: int, prefetch: tuple[int, int, int] | None, **kw):
         lambda: _prefetch(ids, pf_ref, sink_ref, kw["kv_heads"], kw["num_splits"], *prefetch))
 
 
-def _prefetch(ids, pf_ref, sink_ref, kv_heads: int, num_splits: int, pf_splits: int, chunk_rows: int, per: int):
-    """Program q of the extra splits loads rows [q * per, (q + 1) * per) of pf [R, C] in chunks of
-    `chunk_rows` rows, every load issued before any is summed (a loop would wait out each load's latency)."""
-    rows, width = pf_ref.shape
+def _prefetch(ids, pf_ref, sink_ref, kv_heads: int, num_splits: int, pf_splits: int, chunk_rows: int, per: int,
+              rows: int):
+    """Program q of the extra splits loads rows [q * per, (q + 1) * per) of the first `rows` rows of pf [R, C]
+    in chunks of `chunk_rows` rows, every load issued before any is summed (a loop would wait out each load's
+    latency)."""
+    width = pf_ref.shape[1]
     q = (ids[0] * kv_heads + ids[1]) * pf_splits + ids[2] - num_splits
     r = lax.broadcasted_iota(jnp.int32, (chunk_rows, width), 0)
     c = lax.broadcasted_iota(jnp.int32, (chunk_rows, width), 1)
@@ -228,23 +230,25 @@ PREFETCH_CHUNK_BYTES = 8192  # one load of a prefetch program: 64 bytes a thread
 PREFETCH_PROGRAM_BYTES = 32768  # per prefetch program: 64 registers a thread of loaded bytes at 4 warps
 
 
-def prefetch_plan(w, row_programs: int, program_bytes: int = PREFETCH_PROGRAM_BYTES):
-    """(extra splits, chunk rows, rows per program) to read `w` in about `program_bytes` a program over
-    `row_programs` (row, KV head) pairs; None without `w` or where its size does not tile into rows."""
+def prefetch_plan(w, row_programs: int, program_bytes: int = PREFETCH_PROGRAM_BYTES, max_bytes: int | None = None):
+    """(extra splits, chunk rows, rows per program, rows) to read `w`, or its first `max_bytes`, in about
+    `program_bytes` a program over `row_programs` (row, KV head) pairs; None without `w` or where its size
+    does not tile into rows."""
     nbytes = 0 if w is None else w.size * jnp.dtype(w.dtype).itemsize
     if not nbytes or nbytes % PREFETCH_ROW_BYTES:
         return None
+    nbytes = min(nbytes, max_bytes or nbytes) // PREFETCH_ROW_BYTES * PREFETCH_ROW_BYTES
     rows = nbytes // PREFETCH_ROW_BYTES
     chunk = max(1, min(PREFETCH_CHUNK_BYTES, program_bytes) // PREFETCH_ROW_BYTES)
     splits = max(1, pl.cdiv(nbytes, program_bytes * row_programs))
     per = pl.cdiv(pl.cdiv(rows, splits * row_programs), chunk) * chunk
-    return splits, chunk, per
+    return splits, chunk, per, rows
 
 
 @functools.partial(
     jax.jit,
     static_argnames=("scale", "eps", "block_tokens", "num_splits", "num_warps", "num_stages", "skip_idle",
-                     "prefetch_bytes", "with_sink", "interpret"),
+                     "prefetch_bytes", "prefetch_max_bytes", "with_sink", "interpret"),
 )
 def fused_decode_attention(
     qkv: jax.Array | SplitSums,
@@ -270,6 +274,7 @@ def fused_decode_attention(
     skip_idle: bool = False,
     prefetch: jax.Array | None = None,
     prefetch_bytes: int = PREFETCH_PROGRAM_BYTES,
+    prefetch_max_bytes: int | None = None,
     with_sink: bool = False,
     interpret: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -293,7 +298,7 @@ def fused_decode_attention(
     keeps every program's loads.
     prefetch: an array the next kernel reads (the o projection's weight), read by extra programs of this
     kernel (about `prefetch_bytes` each) so that it sits in L2 when that kernel starts (see `_kernel`).
-    Skipped where its size is not a multiple of PREFETCH_ROW_BYTES. `with_sink` (tests) also returns the
+    Only its first `prefetch_max_bytes` if given. Skipped where its size is not a multiple of PREFETCH_ROW_BYTES. `with_sink` (tests) also returns the
     prefetch programs' checksums, float32 [programs]: each the sum of the rows it read, as float32.
     """
     parts = qkv.parts.shape[0] if isinstance(qkv, SplitSums) else 0
@@ -321,7 +326,7 @@ def fused_decode_attention(
     has_bias = bool(parts) and qkv.bias is not None
     if has_bias:
         args.append(qkv.bias.reshape(kvh * g2, d))
-    pf = prefetch_plan(prefetch, b * kvh, prefetch_bytes)
+    pf = prefetch_plan(prefetch, b * kvh, prefetch_bytes, prefetch_max_bytes)
     if pf:
         args.append(prefetch.reshape(-1, PREFETCH_ROW_BYTES // jnp.dtype(prefetch.dtype).itemsize))
     in_specs = [whole(a.shape) for a in args]
