@@ -116,7 +116,8 @@ def main(argv=None) -> None:
     gpu = jax.default_backend() == "gpu"
     shapes = [sh for sh in [("llama-3.1-8b", 8, 4, 128, 128, False), ("qwen3-8b", 8, 4, 128, 128, True)]
               if sh[0] in a.shapes.split(",")]
-    batches, contexts, layers, max_len = list(map(int, a.batches.split(","))), list(map(int, a.contexts.split(","))), 8, a.max_len
+    batches, contexts = list(map(int, a.batches.split(","))), list(map(int, a.contexts.split(",")))
+    layers, max_len = 8, a.max_len
     if a.smoke:
         shapes, batches, contexts, layers, max_len = [("tiny", 2, 2, 32, 32, True)], [2], [20], 2, 64
     ceiling = measure_read_ceiling(int(4e9) if gpu else int(3.2e7))

@@ -59,7 +59,8 @@ def f(x, w1, w2):
     y = jnp.tanh(x.astype(jnp.float32)).astype(jnp.bfloat16) * 2
     return jnp.sum(g.split_pair(y, w1, w2, programs=128).astype(jnp.float32) ** 2)
 s = jax.ShapeDtypeStruct
-jax.jit(f).trace(s((2, 2048), jnp.bfloat16), s((4096, 2048), jnp.bfloat16), s((2048, 4096), jnp.bfloat16)).lower().compile()
+args = s((2, 2048), jnp.bfloat16), s((4096, 2048), jnp.bfloat16), s((2048, 4096), jnp.bfloat16)
+jax.jit(f).trace(*args).lower().compile()
 """
 
 

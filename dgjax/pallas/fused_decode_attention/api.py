@@ -4,9 +4,10 @@ Dispatch (at trace time), following DGJAX_ATTENTION like dgjax/pallas/paged_atte
 (or with `kernel` forced, interpreted off GPU) the fused kernel where `kernel.supports` the shapes and
 page dtype; otherwise the reference (ref.py), which is the unfused path's math.
 DGJAX_PREFETCH_O (`off` by default): extra programs of the kernel read the o projection's weight (its largest
-array, its first PREFETCH_MAX_BYTES: llama-3.1-8b's bf16 o is 33.5 MB) into L2 while the attention waits on its small loads; the o GEMV then reads
-L2 (qwen3-30b-a3b fp8 o: 3.9 µs L2-warm, 5.5 a layer in the engine). On the H200 (s10h) the o GEMV fell to 4.6
-µs a layer and the attention rose 0.4 µs: 363.4 tok/s, inside the spread of runs without it (359.8-364.1).
+array, its first PREFETCH_MAX_BYTES: llama-3.1-8b's bf16 o is 33.5 MB) into L2 while the attention waits on
+its small loads; the o GEMV then reads L2 (qwen3-30b-a3b fp8 o: 3.9 µs L2-warm, 5.5 a layer in the engine).
+On the H200 (s10h) the o GEMV fell to 4.6 µs a layer and the attention rose 0.4 µs: 363.4 tok/s, inside the
+spread of runs without it (359.8-364.1).
 DGJAX_ATTENTION_SKIP_IDLE (`off` by default): whether splits with no keys skip their loads. It lost on the
 H200 (s10d, llama-3.1-8b C1: 231.2 vs 239.5 tok/s; the kernel 6.25 vs 5.96 µs): the working programs wait
 on kv_start/kv_end before loading q, and the loads it saves hit L2.

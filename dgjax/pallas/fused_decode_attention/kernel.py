@@ -61,9 +61,9 @@ def supports(num_heads: int, kv_heads: int, head_dim: int, rotary_dim: int, page
 
 def _kernel(*refs, n_in: int, prefetch: tuple[int, int, int, int] | None, **kw):
     """The grid's first `num_splits` splits attend. With `prefetch` (extra splits, chunk rows, rows per
-    program, rows in all), the extra splits after them read the last input (an [R, C] view of the weight the next kernel
-    reads) and store a checksum of it to the last output, which nothing reads: the loads exist to leave the
-    weight in L2 while the attention's own programs wait on their serial chain of small loads."""
+    program, rows in all), the extra splits after them read the last input (an [R, C] view of the weight the
+    next kernel reads) and store a checksum of it to the last output, which nothing reads: the loads exist to
+    leave the weight in L2 while the attention's own programs wait on their serial chain of small loads."""
     ids = pl.program_id(0), pl.program_id(1), pl.program_id(2)  # (read here: not inside a branch)
     if prefetch is None:
         return _attention(ids, *refs, **kw)
@@ -298,8 +298,9 @@ def fused_decode_attention(
     keeps every program's loads.
     prefetch: an array the next kernel reads (the o projection's weight), read by extra programs of this
     kernel (about `prefetch_bytes` each) so that it sits in L2 when that kernel starts (see `_kernel`).
-    Only its first `prefetch_max_bytes` if given. Skipped where its size is not a multiple of PREFETCH_ROW_BYTES. `with_sink` (tests) also returns the
-    prefetch programs' checksums, float32 [programs]: each the sum of the rows it read, as float32.
+    Only its first `prefetch_max_bytes` if given. Skipped where its size is not a multiple of
+    PREFETCH_ROW_BYTES. `with_sink` (tests) also returns the prefetch programs' checksums, float32 [programs]:
+    each the sum of the rows it read, as float32.
     """
     parts = qkv.parts.shape[0] if isinstance(qkv, SplitSums) else 0
     dtype = jnp.dtype(qkv.dtype)
