@@ -12,7 +12,8 @@ is not all resident from hanging the GPU (the probe then reports the limit was h
 
 Cases, each a chain of `--chain` pairs y = (x . W1) . W2 with distinct weights per pair (reads from HBM):
 - `split`: two pallas_calls a pair (phase 1, phase 2), the tiles and loops of `fused`;
-- `fused`: one pallas_call a pair, the two phases around the barrier;
+- `fused`: one pallas_call a pair, the two phases around the barrier (polling with atomics, or with volatile
+  loads and one atomic at the end);
 - `xla`: XLA's own dots, for scale.
 W1 [2048 -> 4096], W2 [4096 -> 2048] bf16 (16.8 MB each), x 2 rows (padded to 16 for the dots). Timed by wall
 clock over the whole chain in one executable (one CUDA graph: the engine's launch cost, gaps included) and
@@ -64,9 +65,11 @@ def _phase(x_ref, w_ref, y_ref, p, cols: int, bk: int, cached: bool):
     plgpu.store(y_ref.at[yr, yc], acc.astype(y_ref.dtype), mask=yr < ROWS)
 
 
-def _grid_barrier(sync_ref, programs: int):
+def _grid_barrier(sync_ref, programs: int, poll: str):
     """Every program's stores before it are visible to every program after it (see the module doc).
-    sync_ref: int32 [2], zeros on entry: the arrival count, and 1 once a program gave up spinning."""
+    sync_ref: int32 [2], zeros on entry: the arrival count, and 1 once a program gave up spinning.
+    poll "atomic": spin on atomic reads (each an acq_rel read-modify-write at L2, all programs on one word);
+    "volatile": spin on volatile loads, then one atomic read for its acquire ordering."""
     plgpu.debug_barrier()
     plgpu.atomic_add(sync_ref, 0, 1)
 
@@ -76,17 +79,22 @@ def _grid_barrier(sync_ref, programs: int):
 
     def spin(carry):
         _, spins = carry
-        return plgpu.atomic_add(sync_ref, 0, 0), spins + 1
+        seen = (plgpu.atomic_add(sync_ref, 0, 0) if poll == "atomic"
+                else plgpu.load(sync_ref.at[0], volatile=True))
+        return seen, spins + 1
 
     seen, _ = lax.while_loop(waiting, spin, (jnp.int32(0), jnp.int32(0)))
+    if poll == "volatile":
+        seen = jnp.minimum(seen, plgpu.atomic_add(sync_ref, 0, 0))  # acquire after the cheap polls
     plgpu.atomic_max(sync_ref, 1, jnp.clip(programs - seen, 0, 1))  # 1: the limit was hit (integer ops only)
     plgpu.debug_barrier()
 
 
-def _fused_kernel(x_ref, w1_ref, w2_ref, _sync_in, y1_ref, y2_ref, sync_ref, *, programs: int, bk: int):
+def _fused_kernel(x_ref, w1_ref, w2_ref, _sync_in, y1_ref, y2_ref, sync_ref, *, programs: int, bk: int,
+                  poll: str):
     p = pl.program_id(0)
     _phase(x_ref, w1_ref, y1_ref, p, w1_ref.shape[0] // programs, bk, cached=False)
-    _grid_barrier(sync_ref, programs)
+    _grid_barrier(sync_ref, programs, poll)
     _phase(y1_ref, w2_ref, y2_ref, p, w2_ref.shape[0] // programs, bk, cached=True)
 
 
@@ -109,14 +117,14 @@ def split_pair(x, w1, w2, *, programs: int, bk: int = 128, warps: int = 4, inter
     return phase(phase(x, w1, "barrier_probe_phase1"), w2, "barrier_probe_phase2")
 
 
-def fused_pair(x, w1, w2, *, programs: int, bk: int = 128, warps: int = 4):
+def fused_pair(x, w1, w2, *, programs: int, bk: int = 128, warps: int = 4, poll: str = "atomic"):
     """The same two phases in one launch around a grid barrier; returns (y2, spin limit hit [1] int32).
     GPU only: programs run concurrently and must all be resident (programs <= SMs)."""
     # zeros aliased in and out: every call gets a fresh zeroed buffer (a copy or memset in the executable,
     # part of the timed cost); an input alone could be one constant shared by every call of the chain
     sync = jnp.zeros((2,), jnp.int32)
     outs = pl.pallas_call(
-        functools.partial(_fused_kernel, programs=programs, bk=bk), grid=(programs,),
+        functools.partial(_fused_kernel, programs=programs, bk=bk, poll=poll), grid=(programs,),
         in_specs=[whole(x.shape), whole(w1.shape), whole(w2.shape), whole((2,))],
         out_specs=[whole((ROWS, w1.shape[0])), whole((ROWS, w2.shape[0])), whole((2,))],
         out_shape=[jax.ShapeDtypeStruct((ROWS, w1.shape[0]), x.dtype),
@@ -164,6 +172,7 @@ def main(argv=None):
              "xla": lambda x_, w1, w2: (x_ @ w1.T) @ w2.T}
     if gpu:
         cases["fused"] = functools.partial(fused_pair, programs=programs)
+        cases["fused, volatile polls"] = functools.partial(fused_pair, programs=programs, poll="volatile")
     lines = [f"{chain_len} chained pairs of [{ROWS}, {k1}] . [{k1} -> {n1}] . [{n1} -> {k1}] bf16, "
              f"{programs} programs, {2 * n1 * k1 * 2 * chain_len / 1e6:.0f} MB of weights a call",
              "", "| case | wall µs a pair | kernel µs a pair (trace) | rel. error | spin limit hit |",
@@ -186,11 +195,12 @@ def main(argv=None):
             trace = sum(e["dur"] for e in trace_events(run)) / chain_len
         lines.append(f"| {name} | {wall:.1f} | {trace:.1f} | {err:.1e} | {hit} |")
         print(lines[-1], flush=True)
-    if not gpu:  # the fused kernel needs concurrent programs: on the CPU only its Triton module is checked
+    if not gpu:  # the fused kernel needs concurrent programs: on the CPU only its Triton modules are checked
         spec = jax.ShapeDtypeStruct
-        jax.jit(functools.partial(fused_pair, programs=programs)).trace(
-            spec((ROWS, k1), jnp.bfloat16), spec((n1, k1), jnp.bfloat16), spec((k1, n1), jnp.bfloat16),
-        ).lower(lowering_platforms=("cuda",))
+        for poll in ("atomic", "volatile"):
+            jax.jit(functools.partial(fused_pair, programs=programs, poll=poll)).trace(
+                spec((ROWS, k1), jnp.bfloat16), spec((n1, k1), jnp.bfloat16), spec((k1, n1), jnp.bfloat16),
+            ).lower(lowering_platforms=("cuda",))
         lines.append("fused: lowered for CUDA (not run)")
         print(lines[-1])
     if a.out:

@@ -11,4 +11,4 @@ def test_split_pair_matches_and_fused_pair_lowers(verified_triton_lowering):
     rows = {r.split("|")[1].strip(): r.split("|") for r in lines if r.startswith("| ") and "---" not in r}
     assert float(rows["split"][4]) < 2e-2 and float(rows["xla"][4]) < 2e-2
     assert lines[-1] == "fused: lowered for CUDA (not run)"
-    assert verified_triton_lowering and all(verified_triton_lowering)
+    assert len(verified_triton_lowering) >= 2 and all(verified_triton_lowering)  # both polling modes
