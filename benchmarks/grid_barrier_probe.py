@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import time
 
 import jax
@@ -38,6 +37,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from benchmarks.device_trace import trace_events
+from benchmarks.report import write_lines
 from dgjax.pallas.launch import whole
 
 ROWS, PAD = 2, 16
@@ -203,10 +203,7 @@ def main(argv=None):
             ).lower(lowering_platforms=("cuda",))
         lines.append("fused: lowered for CUDA (not run)")
         print(lines[-1])
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "grid_barrier_probe.md"), "w") as f:
-            f.write("\n".join(lines) + "\n")
+    write_lines(a.out, "grid_barrier_probe.md", lines)
     return lines
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 import re
 import time
 
@@ -36,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.launch_sweep import _fp8, _rel, _timed_trace
+from benchmarks.report import write_lines
 from dgjax.pallas.fused_decode_attention import kernel as attn_kernel
 from dgjax.pallas.fused_decode_attention import ref as attn_ref
 from dgjax.pallas.moe_decode import kernel as moe_kernel
@@ -209,10 +209,7 @@ def main(argv=None):
         lines.append(f"| {name} | {us or 'not timed'} | {err:.1e} |")
         print(lines[-1], flush=True)
     print(f"{len(runs)} cases in {time.perf_counter() - t0:.1f} s")
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "ncu_probe.md"), "w") as f:
-            f.write("\n".join(lines) + "\n")
+    write_lines(a.out, "ncu_probe.md", lines)
     return lines
 
 

@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 
+from benchmarks.report import write_lines
+
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z0-9_$.]+)\s*\(")
 
 
@@ -83,10 +85,7 @@ def main(argv=None) -> list[str]:
     rows = [r for f in sorted(glob.glob(os.path.join(dump, "*.ptx"))) for r in census(open(f).read())]
     lines = table(rows)
     print("\n".join(lines))
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "pdl_census.md"), "w") as f:
-            f.write("\n".join(lines) + "\n")
+    write_lines(a.out, "pdl_census.md", lines)
     return lines
 
 

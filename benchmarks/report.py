@@ -54,6 +54,14 @@ def result_stem(out_dir: str, date: str, preset: str, slug: str) -> str:
     return stem
 
 
+def write_lines(out_dir: str | None, name: str, lines: list[str]) -> None:
+    """A probe's markdown lines as `out_dir`/`name` (nothing without `out_dir`)."""
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, name), "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
 def write_result(result: dict, stem: str) -> None:
     os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
     with open(stem + ".json", "w") as f:
