@@ -13,7 +13,7 @@ is not all resident from hanging the GPU (the probe then reports the limit was h
 Cases, each a chain of `--chain` pairs y = (x . W1) . W2 with distinct weights per pair (reads from HBM):
 - `split`: two pallas_calls a pair (phase 1, phase 2), the tiles and loops of `fused`;
 - `fused`: one pallas_call a pair, the two phases around the barrier (polling with atomics, or with volatile
-  loads and one atomic at the end);
+  loads and one atomic at the end); the chain threads one counter buffer, zeroed once per call of the chain;
 - `xla`: XLA's own dots, for scale.
 W1 [2048 -> 4096], W2 [4096 -> 2048] bf16 (16.8 MB each), x 2 rows (padded to 16 for the dots). Timed by wall
 clock over the whole chain in one executable (one CUDA graph: the engine's launch cost, gaps included) and
@@ -65,13 +65,13 @@ def _phase(x_ref, w_ref, y_ref, p, cols: int, bk: int, cached: bool):
     plgpu.store(y_ref.at[yr, yc], acc.astype(y_ref.dtype), mask=yr < ROWS)
 
 
-def _grid_barrier(sync_ref, programs: int, poll: str):
+def _grid_barrier(sync_ref, slot: int, programs: int, poll: str):
     """Every program's stores before it are visible to every program after it (see the module doc).
-    sync_ref: int32 [2], zeros on entry: the arrival count, and 1 once a program gave up spinning.
+    sync_ref[slot]: int32 [2], zeros on entry: the arrival count, and 1 once a program gave up spinning.
     poll "atomic": spin on atomic reads (each an acq_rel read-modify-write at L2, all programs on one word);
     "volatile": spin on volatile loads, then one atomic read for its acquire ordering."""
     plgpu.debug_barrier()
-    plgpu.atomic_add(sync_ref, 0, 1)
+    plgpu.atomic_add(sync_ref, (slot, 0), 1)
 
     def waiting(carry):
         seen, spins = carry
@@ -79,22 +79,22 @@ def _grid_barrier(sync_ref, programs: int, poll: str):
 
     def spin(carry):
         _, spins = carry
-        seen = (plgpu.atomic_add(sync_ref, 0, 0) if poll == "atomic"
-                else plgpu.load(sync_ref.at[0], volatile=True))
+        seen = (plgpu.atomic_add(sync_ref, (slot, 0), 0) if poll == "atomic"
+                else plgpu.load(sync_ref.at[slot, 0], volatile=True))
         return seen, spins + 1
 
     seen, _ = lax.while_loop(waiting, spin, (jnp.int32(0), jnp.int32(0)))
     if poll == "volatile":
-        seen = jnp.minimum(seen, plgpu.atomic_add(sync_ref, 0, 0))  # acquire after the cheap polls
-    plgpu.atomic_max(sync_ref, 1, jnp.clip(programs - seen, 0, 1))  # 1: the limit was hit (integer ops only)
+        seen = jnp.minimum(seen, plgpu.atomic_add(sync_ref, (slot, 0), 0))  # acquire after the cheap polls
+    plgpu.atomic_max(sync_ref, (slot, 1), jnp.clip(programs - seen, 0, 1))  # 1: the limit was hit
     plgpu.debug_barrier()
 
 
 def _fused_kernel(x_ref, w1_ref, w2_ref, _sync_in, y1_ref, y2_ref, sync_ref, *, programs: int, bk: int,
-                  poll: str):
+                  poll: str, slot: int):
     p = pl.program_id(0)
     _phase(x_ref, w1_ref, y1_ref, p, w1_ref.shape[0] // programs, bk, cached=False)
-    _grid_barrier(sync_ref, programs, poll)
+    _grid_barrier(sync_ref, slot, programs, poll)
     _phase(y1_ref, w2_ref, y2_ref, p, w2_ref.shape[0] // programs, bk, cached=True)
 
 
@@ -117,29 +117,30 @@ def split_pair(x, w1, w2, *, programs: int, bk: int = 128, warps: int = 4, inter
     return phase(phase(x, w1, "barrier_probe_phase1"), w2, "barrier_probe_phase2")
 
 
-def fused_pair(x, w1, w2, *, programs: int, bk: int = 128, warps: int = 4, poll: str = "atomic"):
-    """The same two phases in one launch around a grid barrier; returns (y2, spin limit hit [1] int32).
-    GPU only: programs run concurrently and must all be resident (programs <= SMs)."""
-    # zeros aliased in and out: every call gets a fresh zeroed buffer (a copy or memset in the executable,
-    # part of the timed cost); an input alone could be one constant shared by every call of the chain
-    sync = jnp.zeros((2,), jnp.int32)
+def fused_pair(x, w1, w2, sync=None, slot: int = 0, *, programs: int, bk: int = 128, warps: int = 4,
+               poll: str = "atomic"):
+    """The same two phases in one launch around a grid barrier; returns (y2, sync). GPU only: programs run
+    concurrently and must all be resident (programs <= SMs).
+    sync: int32 [n, 2] zeros (row `slot` is this call's: arrival count, spin limit hit), aliased in and out so a
+    chain of calls threads one buffer zeroed once; without it, a fresh [1, 2] (a memset of its own)."""
+    sync = jnp.zeros((1, 2), jnp.int32) if sync is None else sync
     outs = pl.pallas_call(
-        functools.partial(_fused_kernel, programs=programs, bk=bk, poll=poll), grid=(programs,),
-        in_specs=[whole(x.shape), whole(w1.shape), whole(w2.shape), whole((2,))],
-        out_specs=[whole((ROWS, w1.shape[0])), whole((ROWS, w2.shape[0])), whole((2,))],
+        functools.partial(_fused_kernel, programs=programs, bk=bk, poll=poll, slot=slot), grid=(programs,),
+        in_specs=[whole(x.shape), whole(w1.shape), whole(w2.shape), whole(sync.shape)],
+        out_specs=[whole((ROWS, w1.shape[0])), whole((ROWS, w2.shape[0])), whole(sync.shape)],
         out_shape=[jax.ShapeDtypeStruct((ROWS, w1.shape[0]), x.dtype),
-                   jax.ShapeDtypeStruct((ROWS, w2.shape[0]), x.dtype), jax.ShapeDtypeStruct((2,), jnp.int32)],
+                   jax.ShapeDtypeStruct((ROWS, w2.shape[0]), x.dtype), jax.ShapeDtypeStruct(sync.shape, jnp.int32)],
         input_output_aliases={3: 2}, compiler_params=_params(warps), name="barrier_probe_fused")(x, w1, w2, sync)
-    return outs[1], outs[2][1:]
+    return outs[1], outs[2]
 
 
-def chain(pair, x, w1s, w2s):
-    flags = []
-    for w1, w2 in zip(w1s, w2s):
-        out = pair(x, w1, w2)
-        x, flag = out if isinstance(out, tuple) else (out, None)
-        flags.append(flag)
-    return x, flags
+def chain(pair, x, w1s, w2s, barrier: bool = False):
+    """Pairs one after another; a barrier pair gets its own row of one sync buffer. Returns (x, whether any
+    barrier hit its spin limit, or None)."""
+    sync = jnp.zeros((len(w1s), 2), jnp.int32) if barrier else None
+    for i, (w1, w2) in enumerate(zip(w1s, w2s)):
+        x, sync = pair(x, w1, w2, sync, i) if barrier else (pair(x, w1, w2), None)
+    return x, (None if sync is None else jnp.max(sync[:, 1]))
 
 
 def _rel(got, want) -> float:
@@ -178,9 +179,9 @@ def main(argv=None):
              "", "| case | wall µs a pair | kernel µs a pair (trace) | rel. error | spin limit hit |",
              "| --- | --- | --- | --- | --- |"]
     for name, pair in cases.items():
-        fn = jax.jit(lambda x_, a1, a2, pair=pair: chain(pair, x_, a1, a2))
-        out, flags = jax.block_until_ready(fn(x, w1s, w2s))
-        hit = any(int(f[0]) for f in flags if f is not None)
+        fn = jax.jit(lambda x_, a1, a2, pair=pair, b=name.startswith("fused"): chain(pair, x_, a1, a2, b))
+        out, flag = jax.block_until_ready(fn(x, w1s, w2s))
+        hit = flag is not None and int(flag) > 0
         err = _rel(out, want)
         wall = trace = float("nan")
         if gpu:
@@ -198,7 +199,7 @@ def main(argv=None):
     if not gpu:  # the fused kernel needs concurrent programs: on the CPU only its Triton modules are checked
         spec = jax.ShapeDtypeStruct
         for poll in ("atomic", "volatile"):
-            jax.jit(functools.partial(fused_pair, programs=programs, poll=poll)).trace(
+            jax.jit(lambda a, b, c, poll=poll: fused_pair(a, b, c, programs=programs, poll=poll)).trace(
                 spec((ROWS, k1), jnp.bfloat16), spec((n1, k1), jnp.bfloat16), spec((k1, n1), jnp.bfloat16),
             ).lower(lowering_platforms=("cuda",))
         lines.append("fused: lowered for CUDA (not run)")
