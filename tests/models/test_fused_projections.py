@@ -47,15 +47,16 @@ def test_qkv_layout_groups_q_heads_with_their_kv_head():
     np.testing.assert_array_equal(qkv[:, :, 4], np.asarray(v))
 
 
-@pytest.mark.parametrize("hf_config,gemv,prefetch", [("qwen3_head_dim_32", "ref", "off"),
-                                                     ("llama_head_dim_32", "ref", "off"),
-                                                     ("qwen3_head_dim_32", "kernel", "off"),
-                                                     ("llama_head_dim_32", "ref", "on")])
-def test_fused_decode_kernel_path_matches_transformers(hf_config, gemv, prefetch, tmp_path, monkeypatch):
+@pytest.mark.parametrize("hf_config,gemv,switch", [("qwen3_head_dim_32", "ref", None),
+                                                   ("llama_head_dim_32", "ref", None),
+                                                   ("qwen3_head_dim_32", "kernel", None),
+                                                   ("llama_head_dim_32", "ref", "DGJAX_PREFETCH_O"),
+                                                   ("qwen3_head_dim_32", "ref", "DGJAX_ATTENTION_SKIP_IDLE")])
+def test_fused_decode_kernel_path_matches_transformers(hf_config, gemv, switch, tmp_path, monkeypatch):
     """Decode through the fused decode attention kernel (interpreted on the CPU) keeps greedy parity with
     transformers (head_dim 32: the kernel's rope segments need >= 16 columns); with gemv "kernel" the
-    decode projections also run the skinny GEMV kernel, the input norm fused into the qkv one; with prefetch
-    "on" the attention kernel's extra programs read the o weight (DGJAX_PREFETCH_O)."""
+    decode projections also run the skinny GEMV kernel, the input norm fused into the qkv one; `switch`: an
+    opt-in attention switch turned on (the o-weight prefetch programs; idle splits skipping their loads)."""
     import torch
     import transformers
 
@@ -76,7 +77,8 @@ def test_fused_decode_kernel_path_matches_transformers(hf_config, gemv, prefetch
                               mesh, sharding.DEFAULT_RULES)
     monkeypatch.setenv("DGJAX_ATTENTION", "kernel")
     monkeypatch.setenv("DGJAX_GEMV", gemv)
-    monkeypatch.setenv("DGJAX_PREFETCH_O", prefetch)
+    if switch:
+        monkeypatch.setenv(switch, "on")
     runner = PagedRunner(cfg, params, mesh, seed=3)
     assert PROMPT + runner.greedy("seq", PROMPT, NEW_TOKENS) == want
 
