@@ -57,7 +57,7 @@ def _gemv_case(name, k, n, gpu, keep_splits=False):
     return name, fn, (x, node), check
 
 
-def _moe_case(gpu, e, h, f, top_k):
+def _moe_case(name, gpu, e, h, f, top_k):
     key = jax.random.key(3)
     dense = [0.05 * jax.random.normal(jax.random.fold_in(key, i), s, jnp.float32)
              for i, s in enumerate(((e, h, f), (e, h, f), (e, f, h)))]
@@ -67,10 +67,11 @@ def _moe_case(gpu, e, h, f, top_k):
     x = jax.random.normal(jax.random.fold_in(key, 9), (ROWS, h), jnp.float32).astype(jnp.bfloat16)
     fn = jax.jit(lambda a, i, r, w: moe_kernel.moe_decode(a, i, r, *w, interpret=not gpu))
     check = lambda out: _rel(out, moe_ref.moe_decode(x, ids, wts, *ws))  # noqa: E731
-    return "qwen3 experts", fn, (x, ids, wts, ws), check
+    return name, fn, (x, ids, wts, ws), check
 
 
-def _attention_case(name, gpu, kvh, g, d, parts, qk_norm, context, table_tokens, page=16, skip_idle=False):
+def _attention_case(name, gpu, kvh, g, d, parts, qk_norm, context, table_tokens, page=16, skip_idle=False,
+                    rot=None):
     """One decoding row of `context` keys plus a padding row; q/k/v as `parts` float32 split partials (0:
     plain bf16 rows)."""
     rng = np.random.default_rng(kvh * 100 + g)
@@ -83,7 +84,8 @@ def _attention_case(name, gpu, kvh, g, d, parts, qk_norm, context, table_tokens,
     qlen = (ctx > 0).astype(jnp.int32)
     pos = jnp.maximum(ctx - 1, 0)[:, None]
     slots = paged.kv_slots(pos, qlen, tables, page)
-    angles = pos.astype(jnp.float32) * (1.0 / 10000 ** (jnp.arange(0, d, 2) / d))[None, :]
+    rot = rot or d  # rotary dims (glm: half the head)
+    angles = pos.astype(jnp.float32) * (1.0 / 10000 ** (jnp.arange(0, rot, 2) / rot))[None, :]
     cos, sin = jnp.cos(jnp.concatenate([angles] * 2, -1)), jnp.sin(jnp.concatenate([angles] * 2, -1))
     shape = (ROWS, kvh, g + 2, d)
     if parts:
@@ -112,13 +114,21 @@ def _xla_case(k, n):
     return f"xla bf16 dot {k}x{n}", fn, (x, w), lambda out: _rel(out, (x.astype(jnp.float32) @ w.astype(jnp.float32)))
 
 
-def cases(gpu: bool, smoke: bool):
+def cases(gpu: bool, smoke: bool, preset: str = "qwen3"):
     if smoke:  # tiny shapes that keep every kernel's structure
         return [_gemv_case("smoke qkv", 256, 640, gpu, keep_splits=True), _gemv_case("smoke o", 512, 256, gpu),
                 _attention_case("smoke attention", gpu, 2, 4, 64, 2, True, 40, 96),
-                _attention_case("smoke attention", gpu, 2, 4, 64, 2, True, 40, 96, skip_idle=True)]
+                _attention_case("smoke attention", gpu, 2, 4, 64, 2, True, 40, 96, skip_idle=True),
+                _attention_case("smoke partial rotary", gpu, 2, 4, 64, 2, False, 40, 96, rot=32)]
+    if preset == "glm":  # glm-4.5-air fp8: q/k/v split in 4 (kept as partials), experts 4096 -> 1408, rope on half
+        return [_gemv_case("glm qkv", 4096, 14336, gpu, keep_splits=True), _gemv_case("glm o", 12288, 4096, gpu),
+                _gemv_case("glm shared gate_up", 4096, 2816, gpu), _gemv_case("glm shared down", 1408, 4096, gpu),
+                # 16 experts, not 128: the kernel reads only the 8 routed ones, and 128 float32 masters would not
+                # fit the 8 GB pool the ncu run keeps (campaign_s10f.sh)
+                _moe_case("glm experts", gpu, 16, 4096, 1408, 8),
+                _attention_case("glm attention", gpu, 8, 12, 128, 4, False, 1056, 2064, rot=64)]
     out = [_gemv_case("qwen3 qkv", 2048, 5120, gpu, keep_splits=True), _gemv_case("qwen3 o", 4096, 2048, gpu),
-           _moe_case(gpu, 128, 2048, 768, 8)]
+           _moe_case("qwen3 experts", gpu, 128, 2048, 768, 8)]
     for skip in (False, True):
         out.append(_attention_case("qwen3 attention", gpu, 4, 8, 128, 16, True, 1056, 2064, skip_idle=skip))
         out.append(_attention_case("llama attention", gpu, 8, 4, 128, 0, False, 1056, 2064, skip_idle=skip))
@@ -186,6 +196,8 @@ def main(argv=None):
     p.add_argument("--calls", type=int, default=50, help="calls of each case (timed: the trace's mean)")
     p.add_argument("--no-trace", action="store_true", help="just call (for ncu, which times kernels itself)")
     p.add_argument("--smoke", action="store_true", help="tiny shapes (CPU: interpreted, not timed)")
+    p.add_argument("--preset", choices=("qwen3", "glm"), default="qwen3",
+                   help="qwen3: qwen3-30b-a3b fp8 kernels and llama's attention; glm: glm-4.5-air fp8")
     p.add_argument("--out", default=None)
     p.add_argument("--ncu-csv", default=None, help="summarize an `ncu --csv --page raw` export instead")
     a = p.parse_args(argv)
@@ -195,7 +207,7 @@ def main(argv=None):
         return lines
     gpu = jax.default_backend() == "gpu"
     t0 = time.perf_counter()
-    runs = cases(gpu, a.smoke)
+    runs = cases(gpu, a.smoke, a.preset)
     lines = ["| case | kernels (µs per call, trace mean) | rel. error vs ref.py |", "| --- | --- | --- |"]
     for name, fn, args, check in runs:
         err = check(fn(*args))

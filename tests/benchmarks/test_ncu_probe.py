@@ -31,7 +31,7 @@ def test_ncu_table_converts_units_and_ranks_stalls(tmp_path):
 def test_smoke_cases_run_interpreted_and_match_their_references():
     lines = ncu_probe.main(["--smoke"])
     rows = lines[2:]
-    assert len(rows) == 4 and any("idle splits skip" in r for r in rows)
+    assert len(rows) == 5 and any("idle splits skip" in r for r in rows)
     for r in rows:
         err = float(r.rstrip(" |").rsplit("|", 1)[1])
         assert err < 2e-2, r
