@@ -31,12 +31,12 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from benchmarks.device_trace import trace_events
+from benchmarks.launch_sweep import _rel
 from benchmarks.report import write_lines
 from dgjax.pallas.launch import whole
 
@@ -141,11 +141,6 @@ def chain(pair, x, w1s, w2s, barrier: bool = False):
     for i, (w1, w2) in enumerate(zip(w1s, w2s)):
         x, sync = pair(x, w1, w2, sync, i) if barrier else (pair(x, w1, w2), None)
     return x, (None if sync is None else jnp.max(sync[:, 1]))
-
-
-def _rel(got, want) -> float:
-    got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
-    return float(np.abs(got - want).max() / max(1e-30, np.abs(want).max()))
 
 
 def main(argv=None):

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.launch_sweep import _fp8, _rel, _timed_trace
+from benchmarks.launch_sweep import _fp8, _rel, _timed_trace, moe_case, moe_weights
 from benchmarks.report import write_lines
 from dgjax.pallas.fused_decode_attention import kernel as attn_kernel
 from dgjax.pallas.fused_decode_attention import ref as attn_ref
@@ -58,13 +58,9 @@ def _gemv_case(name, k, n, gpu, keep_splits=False):
 
 
 def _moe_case(name, gpu, e, h, f, top_k):
-    key = jax.random.key(3)
-    dense = [0.05 * jax.random.normal(jax.random.fold_in(key, i), s, jnp.float32)
-             for i, s in enumerate(((e, h, f), (e, h, f), (e, f, h)))]
-    ws = tuple(_fp8(w, 1) for w in dense)
-    ids = jnp.tile(jnp.arange(top_k, dtype=jnp.int32)[None], (ROWS, 1))
-    wts = jax.nn.softmax(jax.random.normal(jax.random.fold_in(key, 7), (ROWS, top_k)), -1)
-    x = jax.random.normal(jax.random.fold_in(key, 9), (ROWS, h), jnp.float32).astype(jnp.bfloat16)
+    """launch_sweep's expert case (both rows on experts 0..top_k-1), fp8 blocks, the default launch."""
+    dense, _, ids, wts, x = moe_case(name, e, h, f, top_k, ROWS, gpu)
+    ws, ids = moe_weights(dense, "fp8"), ids[0]
     fn = jax.jit(lambda a, i, r, w: moe_kernel.moe_decode(a, i, r, *w, interpret=not gpu))
     check = lambda out: _rel(out, moe_ref.moe_decode(x, ids, wts, *ws))  # noqa: E731
     return name, fn, (x, ids, wts, ws), check

@@ -15,31 +15,23 @@ on kv_start/kv_end before loading q, and the loads it saves hit L2.
 
 from __future__ import annotations
 
-import os
-
 import jax
 
 from dgjax.pallas import split_sums, stacked
 from dgjax.pallas.fused_decode_attention import kernel, ref
+from dgjax.pallas.launch import choose_impl, env_count
 from dgjax.pallas.paged_attention import api as paged
-from dgjax.pallas.paged_attention import kernel as paged_kernel
-from dgjax.pallas.launch import choose_impl
 
 SKIP_IDLE_ENV_VAR = "DGJAX_ATTENTION_SKIP_IDLE"
 PROGRAMS_ENV_VAR = "DGJAX_ATTENTION_PROGRAMS"
+PREFETCH_ENV_VAR = "DGJAX_PREFETCH_O"
+PREFETCH_MAX_BYTES = 16 << 20  # a third of the H200's 50 MB L2
 
 
 def split_programs() -> int | None:
     """$DGJAX_ATTENTION_PROGRAMS: the grid size the split rule aims at (default: a couple per SM, padding rows
     counted); for A/B of the split count at long contexts."""
-    raw = os.environ.get(PROGRAMS_ENV_VAR, "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{PROGRAMS_ENV_VAR} must be a positive integer, got {raw!r}")
-    return int(raw)
-PREFETCH_ENV_VAR = "DGJAX_PREFETCH_O"
-PREFETCH_MAX_BYTES = 16 << 20  # a third of the H200's 50 MB L2
+    return env_count(PROGRAMS_ENV_VAR, None, "a program count", minimum=1)
 
 
 def prefetch_array(w):
@@ -85,13 +77,9 @@ def decode_attention(
     if q_norm is not None:  # stacked norms (runtime/param_packing.py) are read in place by their row
         (q_norm, norm_row), (k_norm, k_row) = stacked.as_stack(q_norm), stacked.as_stack(k_norm)
         assert k_row == norm_row, (k_row, norm_row)
-    programs = split_programs()
-    if num_splits is None and programs:
-        b, kvh, _, d = qkv.shape
-        num_splits = paged_kernel.default_num_splits(
-            b, kvh, block_tables.shape[1] * ps, paged_kernel.default_block_tokens(d, k_pages.dtype), programs)
     return kernel.fused_decode_attention(
         qkv, cos, sin, k_pages, v_pages, block_tables, start, end, slots[:, 0], q_norm, k_norm,
-        scale=scale, eps=eps, num_splits=num_splits, norm_row=norm_row, page_offset=page_offset, skip_idle=skip_idle(),
-        prefetch=prefetch_array(prefetch), prefetch_max_bytes=PREFETCH_MAX_BYTES, interpret=not on_gpu,
+        scale=scale, eps=eps, num_splits=num_splits, split_programs=split_programs(), norm_row=norm_row,
+        page_offset=page_offset, skip_idle=skip_idle(), prefetch=prefetch_array(prefetch),
+        prefetch_max_bytes=PREFETCH_MAX_BYTES, interpret=not on_gpu,
     )

@@ -247,8 +247,8 @@ def prefetch_plan(w, row_programs: int, program_bytes: int = PREFETCH_PROGRAM_BY
 
 @functools.partial(
     jax.jit,
-    static_argnames=("scale", "eps", "block_tokens", "num_splits", "num_warps", "num_stages", "skip_idle",
-                     "prefetch_bytes", "prefetch_max_bytes", "with_sink", "interpret"),
+    static_argnames=("scale", "eps", "block_tokens", "num_splits", "split_programs", "num_warps", "num_stages",
+                     "skip_idle", "prefetch_bytes", "prefetch_max_bytes", "with_sink", "interpret"),
 )
 def fused_decode_attention(
     qkv: jax.Array | SplitSums,
@@ -267,6 +267,7 @@ def fused_decode_attention(
     eps: float = 1e-6,
     block_tokens: int | None = None,
     num_splits: int | None = None,
+    split_programs: int | None = None,
     num_warps: int = 4,
     num_stages: int = 2,
     norm_row: jax.Array | int = 0,
@@ -293,6 +294,7 @@ def fused_decode_attention(
     page_offset: added to every page id of `block_tables` and to `slots` (in pages): where the layer's pages
     start in a pool shared by several layers. A runtime argument too, so the per-layer offsets cost neither
     kernels nor index fusions to add them (XLA ran two per layer at 1 row; at 2 or more it shares them per tick).
+    split_programs: the grid size the default split count aims at (default_num_splits' `programs`).
     skip_idle: a split with no keys but the first (a context shorter than the split count was sized for,
     or a padding row) stores the empty state without loading q; False (default: faster on the H200, s10d)
     keeps every program's loads.
@@ -311,7 +313,7 @@ def fused_decode_attention(
     gp = max(MIN_DOT_ROWS, pl.next_power_of_2(g))
     segs = segments(d, cos.shape[-1])
     bk = block_tokens or default_block_tokens(d, k_pages.dtype)
-    splits = num_splits or default_num_splits(b, kvh, p * ps, bk)
+    splits = num_splits or default_num_splits(b, kvh, p * ps, bk, split_programs)
     qk_norm = q_norm is not None
 
     rows = qkv.parts.reshape(parts * b * kvh * g2, d) if parts else qkv.reshape(b * kvh * g2, d)
@@ -343,8 +345,7 @@ def fused_decode_attention(
         out_specs.append(whole(sink))
     kernel = functools.partial(
         _kernel, n_in=len(args), prefetch=pf, kv_heads=kvh, group=g, group_pad=gp, page_size=ps, pages_per_row=p,
-        block_tokens=bk,
-        num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, qk_norm=qk_norm, eps=eps,
+        block_tokens=bk, num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, qk_norm=qk_norm, eps=eps,
         segs=segs, head_dim=d, dtype=dtype, parts=parts, has_bias=has_bias, skip_idle=skip_idle,
     )
     outs = pl.pallas_call(

@@ -12,10 +12,9 @@ MAX_KERNEL_ROWS rows, the jnp merge (ref.py) above.
 
 from __future__ import annotations
 
-import os
-
 import jax
 
+from dgjax.pallas.launch import env_count
 from dgjax.pallas.split_merge import kernel, ref
 
 MAX_KERNEL_ROWS = 2
@@ -24,12 +23,7 @@ ROWS_ENV_VAR = "DGJAX_SPLIT_MERGE_ROWS"
 
 def max_kernel_rows() -> int:
     """The batch up to which the kernel merges: $DGJAX_SPLIT_MERGE_ROWS (read at trace time), else MAX_KERNEL_ROWS."""
-    raw = os.environ.get(ROWS_ENV_VAR, "").strip()
-    if not raw:
-        return MAX_KERNEL_ROWS
-    if not raw.isdigit():
-        raise ValueError(f"{ROWS_ENV_VAR} must be a row count, got {raw!r}")
-    return int(raw)
+    return env_count(ROWS_ENV_VAR, MAX_KERNEL_ROWS, "a row count")
 
 
 def merge_for_attention(acc: jax.Array, m: jax.Array, l: jax.Array, *, group: int, out_dtype,
