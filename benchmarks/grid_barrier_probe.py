@@ -44,8 +44,9 @@ ROWS, PAD = 2, 16
 SPIN_LIMIT = 1 << 18  # ~0.1-0.3 s of spinning at most, then the program goes on (flagged, not timed)
 
 
-def _phase(x_ref, w_ref, y_ref, p, cols: int, bk: int, cached: bool):
-    """y[:, p*cols:(p+1)*cols] = x . w[p*cols:(p+1)*cols, :].T (w is [N, K]), float32 accumulation."""
+def _phase(x_ref, w_ref, y_ref, p, cols: int, bk: int, volatile_x: bool):
+    """y[:, p*cols:(p+1)*cols] = x . w[p*cols:(p+1)*cols, :].T (w is [N, K]), float32 accumulation.
+    `volatile_x`: x was written by other programs of this launch (after the barrier): bypass L1."""
     n, k = w_ref.shape
     r = lax.broadcasted_iota(jnp.int32, (PAD, bk), 0)
     c = lax.broadcasted_iota(jnp.int32, (PAD, bk), 1)
@@ -54,7 +55,7 @@ def _phase(x_ref, w_ref, y_ref, p, cols: int, bk: int, cached: bool):
 
     def step(i, acc):
         x = plgpu.load(x_ref.at[jnp.minimum(r, ROWS - 1), i * bk + c], mask=r < ROWS, other=0,
-                       volatile=cached)
+                       volatile=volatile_x)
         w = plgpu.load(w_ref.at[wr, i * bk + wc])
         return acc + plgpu.dot(x, w, trans_b=True)
 
@@ -93,13 +94,13 @@ def _grid_barrier(sync_ref, slot: int, programs: int, poll: str):
 def _fused_kernel(x_ref, w1_ref, w2_ref, _sync_in, y1_ref, y2_ref, sync_ref, *, programs: int, bk: int,
                   poll: str, slot: int):
     p = pl.program_id(0)
-    _phase(x_ref, w1_ref, y1_ref, p, w1_ref.shape[0] // programs, bk, cached=False)
+    _phase(x_ref, w1_ref, y1_ref, p, w1_ref.shape[0] // programs, bk, volatile_x=False)
     _grid_barrier(sync_ref, slot, programs, poll)
-    _phase(y1_ref, w2_ref, y2_ref, p, w2_ref.shape[0] // programs, bk, cached=True)
+    _phase(y1_ref, w2_ref, y2_ref, p, w2_ref.shape[0] // programs, bk, volatile_x=True)
 
 
 def _phase_kernel(x_ref, w_ref, y_ref, *, programs: int, bk: int):
-    _phase(x_ref, w_ref, y_ref, pl.program_id(0), w_ref.shape[0] // programs, bk, cached=False)
+    _phase(x_ref, w_ref, y_ref, pl.program_id(0), w_ref.shape[0] // programs, bk, volatile_x=False)
 
 
 def _params(warps):
