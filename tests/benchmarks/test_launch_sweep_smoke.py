@@ -44,3 +44,14 @@ def test_moe_runs_whose_tags_cross_stages_are_told_apart(monkeypatch):
     assert list(per[0]) == names[:3] and list(per[1]) == names[3:]
     bare = [((c.gate_up.tag(), c.down.tag()), lambda: 0, ()) for c in (first, second)]
     assert len(launch_sweep._timed_trace(bare, calls=1)[0]) == 4  # bare tags lump the second run's gate/up in
+
+
+def test_expert_launch_sets_cut_k_unevenly_but_never_below_two_steps():
+    """glm-4.5-air's expert down (K = 1408 = 11 steps of 128): the wide and stage sets offer 2 and 4 splits (6 + 5,
+    3+3+3+2), never 8 (a split of 1 step) or a split of none; qwen3's down (768 = 6 steps) stops at 2 (3 + 3)."""
+    for launches in (launch_sweep._wide_moe_launches, launch_sweep._stages_moe_launches):
+        glm = {la.splits for la in launches(1408, 4096)}
+        qwen3 = {la.splits for la in launches(768, 2048)}
+        assert {1, 2, 4} <= glm and 8 not in glm
+        assert qwen3 == {1, 2}
+    assert {la.num_stages for la in launch_sweep._stages_moe_launches(1408, 4096)} == {2, 3, 4}
