@@ -15,4 +15,4 @@ run llama_8k 120 --preset llama-3.1-8b --concurrency 1 --contexts 8192
 DGJAX_ATTENTION_PROGRAMS=528 run llama_8k_p528 120 --preset llama-3.1-8b --concurrency 1 --contexts 8192
 run llama_8k_2 120 --preset llama-3.1-8b --concurrency 1 --contexts 8192
 DGJAX_ATTENTION_PROGRAMS=528 run llama_8k_p528_2 120 --preset llama-3.1-8b --concurrency 1 --contexts 8192
-(cd $OUT && tar czf runs.tgz */ 2>/dev/null && rm -rf */)
+(cd $OUT && tar czf runs.tgz */ *.log 2>/dev/null && rm -rf */ *.log)  # a call returns at most 8 files

@@ -10,4 +10,4 @@ BUDGET_S=$((580 - SECONDS))
 source benchmarks/campaign_lib.sh
 XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 run glm 120 --preset glm-4.5-air --quantize fp8 --concurrency 1
 DGJAX_MOE_ROUTING=kernel XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 run glm_routing_kernel 120 --preset glm-4.5-air --quantize fp8 --concurrency 1
-(cd $OUT && tar czf runs.tgz */ 2>/dev/null && rm -rf */)
+(cd $OUT && tar czf runs.tgz */ *.log 2>/dev/null && rm -rf */ *.log)  # a call returns at most 8 files

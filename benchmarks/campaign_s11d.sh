@@ -9,4 +9,4 @@ for i in 1 2; do
   DGJAX_PREFETCH_O=on run llama_prefetch_$i 120 --preset llama-3.1-8b --concurrency 1
 done
 for n in llama_1 llama_prefetch_1; do grep -h -E "fused_decode|gemm_fusion_dot\`" $OUT/$n/*.md | head -3; done
-(cd $OUT && tar czf runs.tgz */ 2>/dev/null && rm -rf */)
+(cd $OUT && tar czf runs.tgz */ *.log 2>/dev/null && rm -rf */ *.log)  # a call returns at most 8 files

@@ -12,4 +12,4 @@ for i in 1 2; do
   XLA_FLAGS=--xla_gpu_enable_pdl=false run qwen3_nopdl_$i 120 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1
   run qwen3_pdl_$i 120 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1
 done
-(cd $OUT && tar czf runs.tgz */ 2>/dev/null && rm -rf */)
+(cd $OUT && tar czf runs.tgz */ *.log 2>/dev/null && rm -rf */ *.log)  # a call returns at most 8 files

@@ -5,4 +5,4 @@ BUDGET_S=560
 source benchmarks/campaign_lib.sh
 run qwen3_8b 200 --preset qwen3-8b --concurrency 1,4,16
 run llama 200 --preset llama-3.1-8b --concurrency 1,4,16
-(cd $OUT && tar czf runs.tgz */ 2>/dev/null && rm -rf */)
+(cd $OUT && tar czf runs.tgz */ *.log 2>/dev/null && rm -rf */ *.log)  # a call returns at most 8 files
