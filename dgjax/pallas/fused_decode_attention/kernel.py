@@ -47,6 +47,29 @@ def segments(head_dim: int, rotary_dim: int) -> tuple[tuple[int, int], ...]:
     return segs + (((rotary_dim, head_dim - rotary_dim),) if rotary_dim < head_dim else ())
 
 
+LONG_SPLIT_TOKENS = 384  # keys a split would get, at or above which the split count doubles
+WIDE_BLOCK_SPLIT_TOKENS = 192  # keys a split gets, at or above which a loop step takes 128 keys
+
+
+def default_launch(batch: int, kv_heads: int, max_tokens: int, head_dim: int, page_dtype,
+                   programs: int | None = None) -> tuple[int, int]:
+    """(keys per loop step, splits) for a table of `max_tokens` keys a row.
+
+    The paged kernel's rule (about `programs` programs, 16 KB K tiles), then for long tables twice the
+    splits and 128 keys a step. On the H200 (s11a, llama-3.1-8b, 8K keys, the C1 bucket's idle padding row
+    counted): 17 splits of 64-key steps took 24.2 µs a layer, 33 splits 19.0, 33 splits of 128-key steps 17.1,
+    66 splits 19.7-20.0. At 1K keys 17 splits of 64 stayed best (7.9 µs; 33 splits 9.1, 128 keys 8.8), so
+    tables of ~2K keys keep the paged rule; an 8K table serving 1K contexts pays ~1.5 µs a layer.
+    """
+    bk = default_block_tokens(head_dim, page_dtype)
+    splits = default_num_splits(batch, kv_heads, max_tokens, bk, programs)
+    if max_tokens >= LONG_SPLIT_TOKENS * splits:
+        splits = min(2 * splits, pl.cdiv(max_tokens, bk))
+        if max_tokens >= WIDE_BLOCK_SPLIT_TOKENS * splits:
+            bk = max(bk, 128)
+    return bk, splits
+
+
 def supports(num_heads: int, kv_heads: int, head_dim: int, rotary_dim: int, page_dtype) -> bool:
     pow2 = lambda n: n > 0 and n & (n - 1) == 0  # noqa: E731
     return (
@@ -294,7 +317,7 @@ def fused_decode_attention(
     page_offset: added to every page id of `block_tables` and to `slots` (in pages): where the layer's pages
     start in a pool shared by several layers. A runtime argument too, so the per-layer offsets cost neither
     kernels nor index fusions to add them (XLA ran two per layer at 1 row; at 2 or more it shares them per tick).
-    split_programs: the grid size the default split count aims at (default_num_splits' `programs`).
+    split_programs: the grid size the default split count aims at (`default_launch`'s `programs`).
     skip_idle: a split with no keys but the first (a context shorter than the split count was sized for,
     or a padding row) stores the empty state without loading q; False (default: faster on the H200, s10d)
     keeps every program's loads.
@@ -312,8 +335,10 @@ def fused_decode_attention(
     p = block_tables.shape[1]
     gp = max(MIN_DOT_ROWS, pl.next_power_of_2(g))
     segs = segments(d, cos.shape[-1])
-    bk = block_tokens or default_block_tokens(d, k_pages.dtype)
-    splits = num_splits or default_num_splits(b, kvh, p * ps, bk, split_programs)
+    bk, splits = default_launch(b, kvh, p * ps, d, k_pages.dtype, split_programs)
+    if block_tokens:  # a caller's keys per step: the paged rule's splits for it
+        bk, splits = block_tokens, default_num_splits(b, kvh, p * ps, block_tokens, split_programs)
+    splits = num_splits or splits
     qk_norm = q_norm is not None
 
     rows = qkv.parts.reshape(parts * b * kvh * g2, d) if parts else qkv.reshape(b * kvh * g2, d)
