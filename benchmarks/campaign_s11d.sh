@@ -2,7 +2,7 @@
 # attention's extra programs read the first 16 MB of the bf16 o weight (33.5 MB) while the attention waits on its
 # small loads; XLA's o GEMM then finds half of it in L2. On qwen3-30b-a3b fp8 (s10h) the o GEMV fell 0.9 µs a
 # layer and the attention rose 0.4: inside the run-to-run spread. llama's o is 4x the bytes. Interleaved.
-BUDGET_S=560
+BUDGET_S=${BUDGET_S:-560}
 source benchmarks/campaign_lib.sh
 for i in 1 2; do
   run llama_$i 120 --preset llama-3.1-8b --concurrency 1
