@@ -83,6 +83,9 @@ def main(argv=None) -> list[str]:
     if not a.ptx_dir:
         compile_chain(dump, a.flags)
     rows = [r for f in sorted(glob.glob(os.path.join(dump, "*.ptx"))) for r in census(open(f).read())]
+    if not rows:  # s11e: jax 0.11.2 on the GPU machine dumped no PTX here; say what it did dump
+        kinds = sorted({os.path.splitext(f)[1] or f for f in os.listdir(dump)})
+        sys.exit(f"pdl_census: no kernel in {dump}'s *.ptx ({len(os.listdir(dump))} files: {', '.join(kinds)})")
     lines = table(rows)
     print("\n".join(lines))
     write_lines(a.out, "pdl_census.md", lines)

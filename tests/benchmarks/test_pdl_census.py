@@ -3,6 +3,8 @@ early triggers, per kernel entry."""
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks import pdl_census
 
 PTX = """
@@ -44,3 +46,10 @@ def test_census_counts_loads_before_the_wait_and_triggers(tmp_path):
     (tmp_path / "m.ptx").write_text(PTX)
     lines = pdl_census.main(["--ptx-dir", str(tmp_path)])
     assert lines[2] == "| `early_loads` | 1 | 2 | 1 |" and lines[4] == "| `no_pdl` | 0 | - | 0 |"
+
+
+def test_a_dump_without_ptx_is_an_error_naming_what_it_held(tmp_path):
+    """s11e: on the GPU machine's jax 0.11.2 the dump held no PTX and the census printed an empty table."""
+    (tmp_path / "module_0001.jit_f.before_optimizations.txt").write_text("HloModule f")
+    with pytest.raises(SystemExit, match=r"no kernel .* \(1 files: \.txt\)"):
+        pdl_census.main(["--ptx-dir", str(tmp_path)])
