@@ -66,6 +66,17 @@ def _phase(x_ref, w_ref, y_ref, p, cols: int, bk: int, volatile_x: bool):
     plgpu.store(y_ref.at[yr, yc], acc.astype(y_ref.dtype), mask=yr < ROWS)
 
 
+def _prefetch(w_ref, sink_ref, p, cols: int, bk: int, tiles: int):
+    """Read the first `tiles` [cols, bk] tiles of this program's rows of the next phase's w (all loads issued
+    before any is summed), so they sit in L2 when that phase starts; their sum goes to sink[p] (kept live)."""
+    tiles = min(tiles, w_ref.shape[1] // bk)
+    wr = p * cols + lax.broadcasted_iota(jnp.int32, (cols, bk), 0)
+    wc = lax.broadcasted_iota(jnp.int32, (cols, bk), 1)
+    loaded = [plgpu.load(w_ref.at[wr, i * bk + wc], eviction_policy="evict_last") for i in range(tiles)]
+    total = sum(jnp.sum(t.astype(jnp.float32)) for t in loaded)
+    plgpu.store(sink_ref.at[jnp.zeros((1,), jnp.int32) + p], jnp.zeros((1,), jnp.float32) + total)
+
+
 def _grid_barrier(sync_ref, slot: int, programs: int, poll: str):
     """Every program's stores before it are visible to every program after it (see the module doc).
     sync_ref[slot]: int32 [2], zeros on entry: the arrival count, and 1 once a program gave up spinning.
@@ -91,46 +102,62 @@ def _grid_barrier(sync_ref, slot: int, programs: int, poll: str):
     plgpu.debug_barrier()
 
 
-def _fused_kernel(x_ref, w1_ref, w2_ref, _sync_in, y1_ref, y2_ref, sync_ref, *, programs: int, bk: int,
-                  poll: str, slot: int):
+def _fused_kernel(x_ref, w1_ref, w2_ref, _sync_in, y1_ref, y2_ref, sync_ref, *sink, programs: int, bk: int,
+                  poll: str, slot: int, prefetch: int = 0):
     p = pl.program_id(0)
     _phase(x_ref, w1_ref, y1_ref, p, w1_ref.shape[0] // programs, bk, volatile_x=False)
+    if prefetch:
+        _prefetch(w2_ref, sink[0], p, w2_ref.shape[0] // programs, bk, prefetch)
     _grid_barrier(sync_ref, slot, programs, poll)
     _phase(y1_ref, w2_ref, y2_ref, p, w2_ref.shape[0] // programs, bk, volatile_x=True)
 
 
-def _phase_kernel(x_ref, w_ref, y_ref, *, programs: int, bk: int):
+def _phase_kernel(x_ref, w_ref, *refs, programs: int, bk: int, prefetch: int = 0):
+    """One phase; with `prefetch` (refs: next w, y, sink) then the first tiles of the next phase's rows."""
+    y_ref = refs[1] if prefetch else refs[0]
     _phase(x_ref, w_ref, y_ref, pl.program_id(0), w_ref.shape[0] // programs, bk, volatile_x=False)
+    if prefetch:
+        _prefetch(refs[0], refs[2], pl.program_id(0), refs[0].shape[0] // programs, bk, prefetch)
 
 
 def _params(warps):
     return plgpu.CompilerParams(num_warps=warps, num_stages=3)
 
 
-def split_pair(x, w1, w2, *, programs: int, bk: int = 128, warps: int = 4, interpret: bool = False):
-    """(x . w1.T) . w2.T as two launches (w: [N, K] bf16)."""
-    def phase(a, w, name):
-        return pl.pallas_call(
-            functools.partial(_phase_kernel, programs=programs, bk=bk), grid=(programs,),
-            in_specs=[whole(a.shape), whole(w.shape)], out_specs=whole((ROWS, w.shape[0])),
-            out_shape=jax.ShapeDtypeStruct((ROWS, w.shape[0]), a.dtype), compiler_params=_params(warps),
-            interpret=interpret, name=name)(a, w)
-    return phase(phase(x, w1, "barrier_probe_phase1"), w2, "barrier_probe_phase2")
+def split_pair(x, w1, w2, *, programs: int, bk: int = 128, warps: int = 4, prefetch: int = 0,
+               interpret: bool = False):
+    """(x . w1.T) . w2.T as two launches (w: [N, K] bf16). `prefetch`: the first launch's programs end by
+    reading that many [cols, bk] tiles of w2 each (the rows the second launch's program of that id reads)."""
+    def phase(a, w, name, nxt=None):
+        out = jax.ShapeDtypeStruct((ROWS, w.shape[0]), a.dtype)
+        args, in_specs, out_shape = [a, w], [whole(a.shape), whole(w.shape)], [out]
+        if nxt is not None:
+            args.append(nxt)
+            in_specs.append(whole(nxt.shape))
+            out_shape.append(jax.ShapeDtypeStruct((programs,), jnp.float32))
+        outs = pl.pallas_call(
+            functools.partial(_phase_kernel, programs=programs, bk=bk, prefetch=prefetch if nxt is not None else 0),
+            grid=(programs,), in_specs=in_specs, out_specs=[whole(o.shape) for o in out_shape],
+            out_shape=out_shape, compiler_params=_params(warps), interpret=interpret, name=name)(*args)
+        return outs[0]
+    y1 = phase(x, w1, "barrier_probe_phase1", w2 if prefetch else None)
+    return phase(y1, w2, "barrier_probe_phase2")
 
 
 def fused_pair(x, w1, w2, sync=None, slot: int = 0, *, programs: int, bk: int = 128, warps: int = 4,
-               poll: str = "atomic"):
+               poll: str = "atomic", prefetch: int = 0):
     """The same two phases in one launch around a grid barrier; returns (y2, sync). GPU only: programs run
     concurrently and must all be resident (programs <= SMs).
     sync: int32 [n, 2] zeros (row `slot` is this call's: arrival count, spin limit hit), aliased in and out so a
     chain of calls threads one buffer zeroed once; without it, a fresh [1, 2] (a memset of its own)."""
     sync = jnp.zeros((1, 2), jnp.int32) if sync is None else sync
+    out_shape = [jax.ShapeDtypeStruct((ROWS, w1.shape[0]), x.dtype), jax.ShapeDtypeStruct((ROWS, w2.shape[0]), x.dtype),
+                 jax.ShapeDtypeStruct(sync.shape, jnp.int32)]
+    out_shape += [jax.ShapeDtypeStruct((programs,), jnp.float32)] if prefetch else []
     outs = pl.pallas_call(
-        functools.partial(_fused_kernel, programs=programs, bk=bk, poll=poll, slot=slot), grid=(programs,),
-        in_specs=[whole(x.shape), whole(w1.shape), whole(w2.shape), whole(sync.shape)],
-        out_specs=[whole((ROWS, w1.shape[0])), whole((ROWS, w2.shape[0])), whole(sync.shape)],
-        out_shape=[jax.ShapeDtypeStruct((ROWS, w1.shape[0]), x.dtype),
-                   jax.ShapeDtypeStruct((ROWS, w2.shape[0]), x.dtype), jax.ShapeDtypeStruct(sync.shape, jnp.int32)],
+        functools.partial(_fused_kernel, programs=programs, bk=bk, poll=poll, slot=slot, prefetch=prefetch),
+        grid=(programs,), in_specs=[whole(x.shape), whole(w1.shape), whole(w2.shape), whole(sync.shape)],
+        out_specs=[whole(o.shape) for o in out_shape], out_shape=out_shape,
         input_output_aliases={3: 2}, compiler_params=_params(warps), name="barrier_probe_fused")(x, w1, w2, sync)
     return outs[1], outs[2]
 
@@ -149,6 +176,8 @@ def main(argv=None):
     p.add_argument("--chain", type=int, default=16, help="pairs per timed executable (distinct weights)")
     p.add_argument("--programs", type=int, default=128, help="grid size (<= SMs for the fused kernel)")
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--prefetch", type=lambda v: [int(t) for t in v.split(",") if t], default=[8, 16],
+                   help="cases that read the first N [cols, 128] tiles of the next phase's rows before it starts")
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--out")
     a = p.parse_args(argv)
@@ -167,9 +196,14 @@ def main(argv=None):
                 @ w2.astype(jnp.float32).T).astype(jnp.bfloat16).astype(jnp.float32)
     cases = {"split": functools.partial(split_pair, programs=programs, interpret=not gpu),
              "xla": lambda x_, w1, w2: (x_ @ w1.T) @ w2.T}
+    for t in a.prefetch:
+        cases[f"split, prefetch {t} tiles"] = functools.partial(split_pair, programs=programs, prefetch=t,
+                                                                interpret=not gpu)
     if gpu:
         cases["fused"] = functools.partial(fused_pair, programs=programs)
         cases["fused, volatile polls"] = functools.partial(fused_pair, programs=programs, poll="volatile")
+        for t in a.prefetch:
+            cases[f"fused, prefetch {t} tiles"] = functools.partial(fused_pair, programs=programs, prefetch=t)
     lines = [f"{chain_len} chained pairs of [{ROWS}, {k1}] . [{k1} -> {n1}] . [{n1} -> {k1}] bf16, "
              f"{programs} programs, {2 * n1 * k1 * 2 * chain_len / 1e6:.0f} MB of weights a call",
              "", "| case | wall µs a pair | kernel µs a pair (trace) | rel. error | spin limit hit |",
@@ -194,8 +228,9 @@ def main(argv=None):
         print(lines[-1], flush=True)
     if not gpu:  # the fused kernel needs concurrent programs: on the CPU only its Triton modules are checked
         spec = jax.ShapeDtypeStruct
-        for poll in ("atomic", "volatile"):
-            jax.jit(lambda a, b, c, poll=poll: fused_pair(a, b, c, programs=programs, poll=poll)).trace(
+        for poll, pf in (("atomic", 0), ("volatile", 0), ("atomic", 8)):
+            jax.jit(lambda a, b, c, poll=poll, pf=pf: fused_pair(a, b, c, programs=programs, poll=poll,
+                                                                 prefetch=pf)).trace(
                 spec((ROWS, k1), jnp.bfloat16), spec((n1, k1), jnp.bfloat16), spec((k1, n1), jnp.bfloat16),
             ).lower(lowering_platforms=("cuda",))
         lines.append("fused: lowered for CUDA (not run)")
