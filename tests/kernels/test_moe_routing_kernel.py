@@ -85,7 +85,7 @@ def test_kernel_lowers_to_a_valid_triton_module(tokens, experts, rule, verified_
 def test_dispatch(monkeypatch):
     logits, bias, valid = _inputs(4, 128, seed=3)
     monkeypatch.delenv(api.ENV_VAR, raising=False)
-    assert not api.use_kernel(4, 128, QWEN3)  # CPU (and not yet GPU-validated)
+    assert not api.use_kernel(4, 128, QWEN3) and not api.use_kernel(4, 128, GLM45)  # CPU: ref.py
     assert api.use_kernel(4, 128, QWEN3, impl="kernel")
     assert not api.use_kernel(17, 128, QWEN3, impl="kernel")  # prefill chunks: ref.py
     grouped = RoutingRule("sigmoid", 8, n_group=8, topk_group=4)
@@ -100,3 +100,16 @@ def test_dispatch(monkeypatch):
     monkeypatch.setenv(api.ENV_VAR, "nonsense")
     with pytest.raises(ValueError, match=api.ENV_VAR):
         api.select_experts(logits, QWEN3)
+
+
+def test_auto_takes_the_kernel_on_the_gpu_for_sigmoid_routing_only(monkeypatch):
+    """"auto" on a GPU backend: the kernel for GLM's sigmoid scoring (it won there, session 11), ref.py for
+    softmax (even) and for group-limited selection (unsupported). Only the backend query is replaced."""
+    monkeypatch.delenv(api.ENV_VAR, raising=False)
+    monkeypatch.setattr(api.jax, "default_backend", lambda: "gpu")
+    assert api.use_kernel(1, 128, GLM45) and api.use_kernel(2, 128, GLM45)
+    assert not api.use_kernel(1, 128, QWEN3)
+    assert not api.use_kernel(1, 256, RoutingRule("sigmoid", 8, n_group=8, topk_group=4))
+    assert not api.use_kernel(17, 128, GLM45)  # prefill chunks
+    monkeypatch.setenv(api.ENV_VAR, "ref")
+    assert not api.use_kernel(1, 128, GLM45)

@@ -2,12 +2,16 @@
 
 Dispatch (decided at trace time):
 - impl "ref": ref.py everywhere.
-- impl "auto" (default): ref.py. Session 5's kernel (k serial max rounds over all tokens) picked the same
+- impl "auto" (default): the kernel on the GPU for sigmoid scoring (GLM-4.5: after the router dot XLA runs
+  five launches there, softmax three), ref.py otherwise. glm-4.5-air fp8 C1 on the H200, three interleaved
+  pairs in session 11 (s11c, s11i): device 6.11 / 6.06 / 6.06 ms a tick with the kernel against 6.23 / 6.16 /
+  6.14 without, 164.2 / 166.3 / 166.0 tok/s against 162.8 / 164.3 / 164.6. For softmax: Session 5's kernel (k serial max rounds over all tokens) picked the same
   experts as ref.py on the H200 (weights within 1.2e-7, benchmarks/moe_routing_check.py) but the engine ran
   slower with it (qwen3-30b-a3b C1 device 3.56 vs 3.34 ms per tick). The kernel now ranks like ref.py, one
   program per token (kernel.py), in place of XLA's three routing fusions. On the H200 (session 8, s8d) it
   took the same device time as they did (200 vs ~207 µs per tick) but the tick was longer (325.0 vs 355.2
-  tok/s), so it stays opt-in (GPU_PREFERRED False).
+  tok/s), so it stays opt-in there; session 11 (s11i) timed it even again (qwen3-30b-a3b fp8 C1 device 2.81
+  ms a tick either way, 348.4 vs 363.8 tok/s).
 - impl "kernel": the kernel wherever it supports the case (the Pallas interpreter off GPU), ref.py elsewhere.
 `impl=None` reads DGJAX_MOE_ROUTING (auto | ref | kernel, default auto).
 """
@@ -23,7 +27,7 @@ from dgjax.pallas.moe_routing.ref import RoutingRule
 
 IMPLS = ("auto", "ref", "kernel")
 ENV_VAR = "DGJAX_MOE_ROUTING"
-GPU_PREFERRED = False  # the rank kernel did not win in the engine on the H200 (see above)
+GPU_PREFERRED_SCORING = ("sigmoid",)  # where the kernel won in the engine on the H200 (see above)
 
 
 def resolve_impl(impl: str | None = None) -> str:
@@ -34,7 +38,7 @@ def use_kernel(tokens: int, num_experts: int, rule: RoutingRule, impl: str | Non
     chosen = resolve_impl(impl)
     if chosen == "ref" or not kernel.supports(tokens, num_experts, rule):
         return False
-    return chosen == "kernel" or (GPU_PREFERRED and jax.default_backend() == "gpu")
+    return chosen == "kernel" or (rule.scoring in GPU_PREFERRED_SCORING and jax.default_backend() == "gpu")
 
 
 def select_experts(logits: jax.Array, rule: RoutingRule, score_bias: jax.Array | None = None,
