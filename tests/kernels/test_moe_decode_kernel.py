@@ -195,6 +195,22 @@ def test_fp8_experts_at_decode_widths_take_the_swept_launch(wide, monkeypatch):
         kernel.default_config(gate, down, 1, 8)
 
 
+def test_down_split_switch_cuts_the_wide_down_stage_where_every_split_keeps_two_steps(monkeypatch):
+    """DGJAX_MOE_DOWN_SPLITS (A/B only): glm-4.5-air's 11-step down in 2 (6 + 5), 4 (3+3+3+2), 5 asked -> 4;
+    qwen3-30b-a3b's 6 steps: 3 (2+2+2), 4 asked -> 3; unset: unsplit; not a count: refused by name."""
+    L128 = lambda s: L(128, 128, s)  # noqa: E731
+    glm = _abstract_node("fp8", 128, 4096, 1408), _abstract_node("fp8", 128, 1408, 4096)
+    qwen3 = _abstract_node("fp8", 128, 2048, 768), _abstract_node("fp8", 128, 768, 2048)
+    monkeypatch.delenv(kernel.FP8_WIDE_ENV_VAR, raising=False)
+    for value, glm_down, qwen3_down in (("", 1, 1), ("2", 2, 2), ("4", 4, 3), ("5", 4, 3)):
+        monkeypatch.setenv(kernel.DOWN_SPLITS_ENV_VAR, value)
+        assert kernel.default_config(*glm, 1, 8) == kernel.Config(L128(2), L128(glm_down))
+        assert kernel.default_config(*qwen3, 2, 8) == kernel.Config(L128(4), L128(qwen3_down))
+    monkeypatch.setenv(kernel.DOWN_SPLITS_ENV_VAR, "two")
+    with pytest.raises(ValueError, match=kernel.DOWN_SPLITS_ENV_VAR):
+        kernel.default_config(*glm, 1, 8)
+
+
 @pytest.mark.parametrize("dot,wide", [("x", "off"), ("f16", "off"), ("f16", "on"), ("swap", "on")])
 def test_fp8_small_batch_launch_matches_the_reference(dot, wide, set_fp8_dot, monkeypatch):
     """The 1-2 token fp8 launches against ref.py on 128 x 128 scale blocks, interpreted: FP8_SMALL_BATCH

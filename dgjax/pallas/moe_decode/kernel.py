@@ -42,7 +42,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from dgjax.pallas.launch import Launch, choose_impl, sm_count, split_steps, target_programs, whole
+from dgjax.pallas.launch import Launch, choose_impl, env_count, sm_count, split_steps, target_programs, whole
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
 from dgjax.pallas.split_sums import SplitSums
@@ -89,6 +89,9 @@ FP8_SMALL_BATCH_TOKENS = 2
 # qwen3 tick got longer (336.0 vs 356.8 tok/s) though its kernels took 80 µs less.
 FP8_WIDE_BLOCK_N = 128
 FP8_WIDE_ENV_VAR = "DGJAX_MOE_FP8_WIDE"
+# For A/B only: the wide down stage cut in this many K splits (default 1). glm-4.5-air's 11-step down took 21.8
+# µs a layer with 2 (6 + 5 steps) against 23.5-25.2 unsplit in the s11c sweep; the engine has the last word.
+DOWN_SPLITS_ENV_VAR = "DGJAX_MOE_DOWN_SPLITS"
 
 
 def fp8_wide() -> bool:
@@ -103,7 +106,19 @@ def fp8_wide_config(g: Operand, d: Operand, top_k: int, sms: int | None = None) 
     if not all(valid_block_n(op, bn) and valid_block_k(op, bk) and op.k % bk == 0 for op in (g, d)):
         return None
     splits = _splits_until(g, bn, bk, top_k, sms or sm_count(), min_steps=2)
-    return Config(Launch(bn, bk, splits), Launch(bn, bk, 1))
+    return Config(Launch(bn, bk, splits), Launch(bn, bk, down_splits(d.k // bk)))
+
+
+def down_splits(steps: int) -> int:
+    """$DGJAX_MOE_DOWN_SPLITS (default 1), lowered until every split runs at least two of the `steps` K steps
+    (a model whose down K is shorter still runs)."""
+    want = env_count(DOWN_SPLITS_ENV_VAR, 1, "a split count", minimum=1)
+    while want > 1:
+        per = split_steps(steps, want)
+        if per is not None and min(per, steps - (want - 1) * per) >= 2:
+            break
+        want -= 1
+    return want
 
 
 def supports(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str) -> bool:
