@@ -13,5 +13,5 @@ run() {
   [ $t -gt $left ] && t=$left
   timeout $t python3 -m benchmarks.decode_bench "$@" $B --out $OUT/$name > $OUT/$name.log 2>&1
   echo "== $name ($SECONDS s)"
-  grep -hE "^\| [0-9]+ \||Error" $OUT/$name/*.md $OUT/$name.log | head -4 | cut -d'|' -f2-9,12-18
+  grep -hE "^\| [0-9]+ \||Error" $OUT/$name/*.md $OUT/$name.log | head -4 | cut -d'|' -f2-9,12-19
 }

@@ -68,6 +68,10 @@ NOTES = [
     "steady ticks) under the JAX profiler; over the steady ticks of that trace (cut by the decode "
     "attention kernels, one per layer per tick) device ms/step is the time some kernel ran per tick and "
     "the idle share is 1 - busy / elapsed: launch gaps between kernels plus any wait on the host. "
+    "Under the profiler every kernel node of the tick's CUDA graph is recorded, which widens the gaps (qwen3-"
+    "30b-a3b fp8, ~770 kernels a tick: 30-70% idle there while its untraced step took no longer than the "
+    "traced kernels' busy time), so 'idle share, untraced' is 1 - device ms/step / ms/step (floored at 0): "
+    "the untraced run's step against the traced run's kernel time, what the host adds to a step. "
     "(benchmarks/device_trace.py; GPU only, n/a on CPU.)",
     "'ref attention gathers' is the K/V volume the plain-jnp reference would copy per step (every "
     "row's whole block table, max_model_len keys, padded rows included); the decode kernel does not "
@@ -192,6 +196,7 @@ def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, c
         "device_ms_per_step": device_ms,
         "device_frac_ceiling": step_bytes / (device_ms / 1e3) / ceiling if ticks else None,
         "idle_share": ticks.idle_share if ticks else None,
+        "untraced_idle_share": max(0.0, 1 - device_ms / ms) if ticks else None,
         "traced_ticks": dataclasses.asdict(ticks) if ticks else None,
         "ref_gather_bytes": roofline.ref_attention_gather_bytes(
             cfg, dtype, concurrency, be.max_model_len, args.page_size),

@@ -36,7 +36,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from benchmarks.device_trace import trace_events
-from benchmarks.launch_sweep import _rel
+from benchmarks.launch_sweep import rel_error
 from benchmarks.report import write_lines
 from dgjax.pallas.launch import whole
 
@@ -212,7 +212,7 @@ def main(argv=None):
         fn = jax.jit(lambda x_, a1, a2, pair=pair, b=name.startswith("fused"): chain(pair, x_, a1, a2, b))
         out, flag = jax.block_until_ready(fn(x, w1s, w2s))
         hit = flag is not None and int(flag) > 0
-        err = _rel(out, want)
+        err = rel_error(out, want)
         wall = trace = float("nan")
         if gpu and not hit:  # a hit means the grid was not all resident: its times would be the spin limit's
             t0 = time.perf_counter()

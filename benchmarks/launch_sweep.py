@@ -130,18 +130,18 @@ def _moe_launches(k: int, n: int, fmt: str) -> list[Launch]:
     return out
 
 
-def _fp8(w: jax.Array, expert_dims: int) -> Fp8BlockWeight:
+def fp8_node(w: jax.Array, expert_dims: int) -> Fp8BlockWeight:
     """[.., K, N] float -> an fp8 node over its [.., N, K] rows."""
     v, s = jax.jit(fp8_block.quantize)(jnp.swapaxes(w, -1, -2))
     return Fp8BlockWeight(weight=v, scale=s, shape=tuple(w.shape), in_dims=1, expert_dims=expert_dims)
 
 
-def _rel(got, want) -> float:
+def rel_error(got, want) -> float:
     got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
     return float(np.abs(got - want).max() / max(1e-30, np.abs(want).max()))
 
 
-def _timed_trace(runs: list[tuple[tuple[str, ...], object, tuple]], calls: int) -> list[dict[str, float]]:
+def timed_trace(runs: list[tuple[tuple[str, ...], object, tuple]], calls: int) -> list[dict[str, float]]:
     """Run each (markers, compiled fn, args) `calls` times, one after another, in one profiler session.
 
     Kernel events are attributed by order: the runs' kernels come in run order, and the next run starts at
@@ -169,7 +169,7 @@ def _timed_trace(runs: list[tuple[tuple[str, ...], object, tuple]], calls: int) 
 
 def _stage_markers(config, fmt: str, rows: int) -> tuple[str, str]:
     """The ends of a config's two kernel names. With the stage in them, a gate/up launch and a down launch
-    of the same tag tell apart: `_timed_trace` starts the next run at a kernel that ends with one of its
+    of the same tag tell apart: `timed_trace` starts the next run at a kernel that ends with one of its
     markers and none of the current run's, so bare tags lumped runs together when one config's down tag was
     the next config's gate/up tag (session 9's first --wide sweep)."""
     return (f"gate_up_{fmt}_t{rows}_{config.gate_up.tag()}", f"down_{fmt}_t{rows}_{config.down.tag()}")
@@ -192,7 +192,7 @@ def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float,
         copies = max(2, math.ceil(L2_BYTES / nbytes)) if gpu else 1
         key = jax.random.key(len(case) * 131 + k)
         dense = [0.05 * jax.random.normal(jax.random.fold_in(key, c), (k, n), jnp.float32) for c in range(copies)]
-        nodes = [_fp8(w, 0) for w in dense]
+        nodes = [fp8_node(w, 0) for w in dense]
         bf16 = [w.astype(jnp.bfloat16) for w in dense] if gpu else []
         del dense
         x = jax.random.normal(jax.random.fold_in(key, 99), (rows, k), jnp.float32).astype(jnp.bfloat16)
@@ -218,24 +218,24 @@ def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float,
                 fn = jax.jit(lambda a, ws, la=launch: tuple(
                     gemv_kernel.quant_gemv(a, w, launch=la, interpret=not gpu) for w in ws))
                 got = fn(x, nodes)[0]
-                found[launch] = (_rel(got, want.astype(jnp.float32)), "")
+                found[launch] = (rel_error(got, want.astype(jnp.float32)), "")
                 runs.append(((launch.tag(),), fn, (x, nodes)))
             except Exception as e:  # a launch that fails to compile is a finding, not the end of the run
                 found[launch] = (None, f"{type(e).__name__}: {str(e).splitlines()[0][:80]}")
         per, times = calls * copies, {}
         if gpu:
-            traced = _timed_trace(runs, calls)
+            traced = timed_trace(runs, calls)
             out.append(Row(case, "bf16", "xla dot", "xla", sum(traced[0].values()) / per, 2 * k * n / 1e6, 0.0))
             fused = jax.jit(lambda a, ws: tuple(_fused_dequant_dot(a, w) for w in ws))
-            err = _rel(fused(x, nodes)[0], want.astype(jnp.float32))
-            t = _timed_trace([((), fused, (x, nodes))], calls)[0]
+            err = rel_error(fused(x, nodes)[0], want.astype(jnp.float32))
+            t = timed_trace([((), fused, (x, nodes))], calls)[0]
             out.append(Row(case, "fp8", "xla dot", "xla fused dequant", sum(t.values()) / per, nbytes / 1e6, err))
             for s in (2, 4, 8):  # XLA with an explicit K split: batched [s, rows, K/s] x [s, K/s, N], summed
                 split = jax.jit(lambda a, ws, s=s, k=k, n=n: tuple(
                     jnp.einsum("rsk,skn->srn", a.reshape(a.shape[0], s, k // s), w.reshape(s, k // s, n),
                                preferred_element_type=jnp.float32).sum(0).astype(a.dtype) for w in ws))
-                err = _rel(split(x, bf16)[0], (x @ bf16[0]).astype(jnp.float32))
-                t = _timed_trace([((), split, (x, bf16))], calls)[0]
+                err = rel_error(split(x, bf16)[0], (x @ bf16[0]).astype(jnp.float32))
+                t = timed_trace([((), split, (x, bf16))], calls)[0]
                 out.append(Row(case, "bf16", "xla dot", f"xla split-K {s}", sum(t.values()) / per, 2 * k * n / 1e6,
                                err))
             times = {markers[0]: t for (markers, _, _), t in zip(runs[1:], traced[1:])}
@@ -264,7 +264,7 @@ def moe_case(case: str, e: int, h: int, f: int, top_k: int, rows: int, gpu: bool
 
 def moe_weights(dense: list, fmt: str) -> tuple:
     """The case's expert weights in `fmt` ("fp8" blocks or "bf16"), on the device and ready."""
-    ws = tuple(_fp8(w, 1) for w in dense) if fmt == "fp8" else tuple(w.astype(jnp.bfloat16) for w in dense)
+    ws = tuple(fp8_node(w, 1) for w in dense) if fmt == "fp8" else tuple(w.astype(jnp.bfloat16) for w in dense)
     return jax.block_until_ready(ws)
 
 
@@ -304,12 +304,12 @@ def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: 
                     fn = jax.jit(lambda a, w, ii, r, cfg=config: tuple(
                         moe_kernel.moe_decode(a, i, r, *w, config=cfg, interpret=not gpu) for i in ii))
                     got = fn(x, ws, ids, wts)[0]
-                    found[config] = (_rel(got, want), "")
+                    found[config] = (rel_error(got, want), "")
                     runs.append((_stage_markers(config, fmt, rows), fn, (x, ws, ids, wts)))
                 except Exception as ex:
                     found[config] = (None, f"{type(ex).__name__}: {str(ex).splitlines()[0][:80]}")
             per = calls * copies
-            traced = dict(zip([r[0] for r in runs], _timed_trace(runs, calls))) if gpu and runs else {}
+            traced = dict(zip([r[0] for r in runs], timed_trace(runs, calls))) if gpu and runs else {}
             for config, (err, note) in found.items():
                 us = {"moe_gate_up": None, "moe_down": None}
                 times = traced.get(_stage_markers(config, fmt, rows))
@@ -327,7 +327,7 @@ def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: 
     return out
 
 
-def _table(rows: list[Row], ceiling: float | None) -> list[str]:
+def table(rows: list[Row], ceiling: float | None) -> list[str]:
     lines = ["| case | fmt | stage | launch | µs | MB | TB/s | of ceiling | rel err | note |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
@@ -351,7 +351,7 @@ def summary(rows: list[Row], ceiling: float | None) -> list[str]:
         if not timed:
             continue
         best += [r for r in timed if r.default][:1] + [min(timed, key=lambda r: r.us)]
-    return _table(best, ceiling)
+    return table(best, ceiling)
 
 
 def main(argv=None) -> list[Row]:
@@ -382,7 +382,7 @@ def main(argv=None) -> list[Row]:
     if args.only in ("dense", "all"):
         rows += sweep_dense(keep(SMOKE_DENSE if args.smoke else DENSE), args.rows, gpu, args.calls, args.budget_s,
                             time.perf_counter(), launch_set)
-    full = _table(rows, ceiling)
+    full = table(rows, ceiling)
     head = f"read ceiling {ceiling / 1e12:.3f} TB/s" if ceiling else "no GPU: checked against ref.py, not timed"
     if args.out:
         with open(f"{args.out}/launch_sweep.md", "w") as fh:

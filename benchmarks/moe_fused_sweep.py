@@ -23,7 +23,7 @@ import jax.numpy as jnp
 
 from benchmarks import gpu_state
 from benchmarks.ceilings import measure_read_ceiling
-from benchmarks.launch_sweep import MOE, SMOKE_MOE, Row, _rel, _table, _timed_trace, moe_case, moe_weights
+from benchmarks.launch_sweep import MOE, SMOKE_MOE, Row, rel_error, table, timed_trace, moe_case, moe_weights
 from dgjax.pallas.moe_decode import fused
 from dgjax.pallas.moe_decode import kernel as moe_kernel
 from dgjax.pallas.moe_decode import ref as moe_ref
@@ -60,13 +60,13 @@ def sweep(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: int,
                     continue
                 try:
                     fn = jax.jit(body)
-                    found[label] = (_rel(fn(x, ws, ids, wts)[0], want), "")
+                    found[label] = (rel_error(fn(x, ws, ids, wts)[0], want), "")
                     runs.append((markers, fn, (x, ws, ids, wts), label))
                 except Exception as ex:  # a variant that fails to compile is a finding, not the end of the run
                     found[label] = (None, f"{type(ex).__name__}: {str(ex).splitlines()[0][:80]}")
             times = {}
             if gpu and runs:
-                traced = _timed_trace([r[:3] for r in runs], calls)
+                traced = timed_trace([r[:3] for r in runs], calls)
                 times = {r[3]: sum(t.values()) / (calls * copies) for r, t in zip(runs, traced)}
             for label, (err, note) in found.items():
                 out.append(Row(case, fmt, "both", label, times.get(label), mb, err, label.startswith("two-stage"),
@@ -94,7 +94,7 @@ def main(argv=None) -> list[Row]:
         shapes = {c: v for c, v in shapes.items() if c in args.cases.split(",")}
     rows = sweep(shapes, tuple(args.fmts.split(",")), args.rows, gpu, args.calls, args.budget_s)
     head = f"read ceiling {ceiling / 1e12:.3f} TB/s" if ceiling else "no GPU: checked against ref.py, not timed"
-    lines = [head, ""] + _table(rows, ceiling)
+    lines = [head, ""] + table(rows, ceiling)
     if args.out:
         with open(f"{args.out}/moe_fused_sweep.md", "w") as fh:
             fh.write("\n".join(lines) + "\n")

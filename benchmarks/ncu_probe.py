@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.launch_sweep import _fp8, _rel, _timed_trace, moe_case, moe_weights
+from benchmarks.launch_sweep import fp8_node, rel_error, timed_trace, moe_case, moe_weights
 from benchmarks.report import write_lines
 from dgjax.pallas.fused_decode_attention import kernel as attn_kernel
 from dgjax.pallas.fused_decode_attention import ref as attn_ref
@@ -50,10 +50,10 @@ ROWS = 2
 
 def _gemv_case(name, k, n, gpu, keep_splits=False):
     key = jax.random.key(k + n)
-    node = _fp8(0.05 * jax.random.normal(key, (k, n), jnp.float32), 0)
+    node = fp8_node(0.05 * jax.random.normal(key, (k, n), jnp.float32), 0)
     x = jax.random.normal(jax.random.fold_in(key, 1), (ROWS, k), jnp.float32).astype(jnp.bfloat16)
     fn = jax.jit(lambda a, w: gemv_kernel.quant_gemv(a, w, keep_splits=keep_splits, interpret=not gpu))
-    check = lambda out: _rel(out.value() if keep_splits else out, gemv_ref.quant_gemv(x, node))  # noqa: E731
+    check = lambda out: rel_error(out.value() if keep_splits else out, gemv_ref.quant_gemv(x, node))  # noqa: E731
     return name, fn, (x, node), check
 
 
@@ -62,7 +62,7 @@ def _moe_case(name, gpu, e, h, f, top_k):
     dense, _, ids, wts, x = moe_case(name, e, h, f, top_k, ROWS, gpu)
     ws, ids = moe_weights(dense, "fp8"), ids[0]
     fn = jax.jit(lambda a, i, r, w: moe_kernel.moe_decode(a, i, r, *w, interpret=not gpu))
-    check = lambda out: _rel(out, moe_ref.moe_decode(x, ids, wts, *ws))  # noqa: E731
+    check = lambda out: rel_error(out, moe_ref.moe_decode(x, ids, wts, *ws))  # noqa: E731
     return name, fn, (x, ids, wts, ws), check
 
 
@@ -98,7 +98,7 @@ def _attention_case(name, gpu, kvh, g, d, parts, qk_norm, context, table_tokens,
     def check(out):
         want = attn_ref.fused_decode_attention(value, cos, sin, k_pages, v_pages, tables, ctx, pos, qlen, slots,
                                                scale=d**-0.5, eps=1e-6, q_norm=norms[0], k_norm=norms[1])[0]
-        return _rel(out[0][:1], want[:1])
+        return rel_error(out[0][:1], want[:1])
     return f"{name}{' (idle splits skip)' if skip_idle else ''}", fn, (qkv, k_pages, v_pages), check
 
 
@@ -107,7 +107,8 @@ def _xla_case(k, n):
     w = (0.05 * jax.random.normal(key, (k, n), jnp.float32)).astype(jnp.bfloat16)
     x = jax.random.normal(jax.random.fold_in(key, 1), (ROWS, k), jnp.float32).astype(jnp.bfloat16)
     fn = jax.jit(lambda a, b: a @ b)
-    return f"xla bf16 dot {k}x{n}", fn, (x, w), lambda out: _rel(out, (x.astype(jnp.float32) @ w.astype(jnp.float32)))
+    want = x.astype(jnp.float32) @ w.astype(jnp.float32)
+    return f"xla bf16 dot {k}x{n}", fn, (x, w), lambda out: rel_error(out, want)
 
 
 def cases(gpu: bool, smoke: bool, preset: str = "qwen3"):
@@ -210,7 +211,7 @@ def main(argv=None):
         us = ""
         if gpu and not a.no_trace:
             jax.block_until_ready(fn(*args))
-            t = _timed_trace([((), fn, args)], a.calls)[0]
+            t = timed_trace([((), fn, args)], a.calls)[0]
             us = ", ".join(f"`{k}` {v / a.calls:.2f}" for k, v in sorted(t.items(), key=lambda kv: -kv[1]))
         elif gpu:  # (the check above was the first call)
             jax.block_until_ready([fn(*args) for _ in range(a.calls)])

@@ -55,7 +55,7 @@ def test_tiny_preset_writes_markdown_and_json_with_finite_numbers(tmp_path):
         assert d["host_ms_per_dispatch"] < d["dispatch_ms_per_tick"]  # a part of the tick interval
         assert d["warm_s"] == 1.0 and set(d["clocks_mhz"]) == {"before", "after"}  # None without nvidia-smi
         # device time comes from a profiler trace of GPU kernels: none on the CPU
-        assert d["device_ms_per_step"] is None and d["idle_share"] is None
+        assert d["device_ms_per_step"] is None and d["idle_share"] is None and d["untraced_idle_share"] is None
         assert d["max_tokens"] == decode_max_tokens(d["context"], d["concurrency"], DECODE_TOKENS, CHUNK)
         # every stream decoded together for at least the requested ticks, past the prompt
         assert sorted(d["window_tokens"])[len(d["window_tokens"]) // 2] >= DECODE_TOKENS

@@ -23,7 +23,7 @@ def test_trace_attribution_follows_run_order(monkeypatch):
         ("quant_gemv_fp8_r2_bn32_bk128_s2_w4_st3_u2", 2.0)]]
     monkeypatch.setattr(launch_sweep, "trace_events", lambda run: events)
     runs = [((), lambda: 0, ()), (("bn32_bk128_s2_w4_st3",), lambda: 0, ()), (("bn32_bk128_s2_w4_st3_u2",), lambda: 0, ())]
-    per = launch_sweep._timed_trace(runs, calls=1)
+    per = launch_sweep.timed_trace(runs, calls=1)
     assert per[0] == {"gemm_fusion_dot": 5.0}
     assert per[1] == {"quant_gemv_fp8_r2_bn32_bk128_s2_w4_st3": 6.0, "loop_reduce_fusion": 2.0}
     assert per[2] == {"quant_gemv_fp8_r2_bn32_bk128_s2_w4_st3_u2": 2.0}
@@ -40,10 +40,10 @@ def test_moe_runs_whose_tags_cross_stages_are_told_apart(monkeypatch):
              f"moe_gate_up_fp8_t2_{b.tag()}", f"moe_down_fp8_t2_{second.down.tag()}"]
     monkeypatch.setattr(launch_sweep, "trace_events", lambda run: [{"name": n, "dur": 1.0} for n in names])
     runs = [(launch_sweep._stage_markers(c, "fp8", 2), lambda: 0, ()) for c in (first, second)]
-    per = launch_sweep._timed_trace(runs, calls=1)
+    per = launch_sweep.timed_trace(runs, calls=1)
     assert list(per[0]) == names[:3] and list(per[1]) == names[3:]
     bare = [((c.gate_up.tag(), c.down.tag()), lambda: 0, ()) for c in (first, second)]
-    assert len(launch_sweep._timed_trace(bare, calls=1)[0]) == 4  # bare tags lump the second run's gate/up in
+    assert len(launch_sweep.timed_trace(bare, calls=1)[0]) == 4  # bare tags lump the second run's gate/up in
 
 
 def test_expert_launch_sets_cut_k_unevenly_but_never_below_two_steps():
