@@ -102,14 +102,42 @@ def _grid_barrier(sync_ref, slot: int, programs: int, poll: str):
     plgpu.debug_barrier()
 
 
+def _held_tiles(w_ref, p, cols: int, bk: int) -> list:
+    """Every [cols, bk] tile of this program's rows of w, loaded now (registers) to be used later."""
+    wr = p * cols + lax.broadcasted_iota(jnp.int32, (cols, bk), 0)
+    wc = lax.broadcasted_iota(jnp.int32, (cols, bk), 1)
+    return [plgpu.load(w_ref.at[wr, i * bk + wc]) for i in range(w_ref.shape[1] // bk)]
+
+
+def _held_phase(x_ref, tiles: list, y_ref, p, cols: int, bk: int):
+    """y[:, p*cols:(p+1)*cols] from weight tiles already in registers; x (written by other programs of this
+    launch) read past L1. CUDA-core multiply-adds: the tiles have fewer than 16 columns for a dot."""
+    r = lax.broadcasted_iota(jnp.int32, (ROWS, bk), 0)
+    c = lax.broadcasted_iota(jnp.int32, (ROWS, bk), 1)
+    acc = jnp.zeros((ROWS, cols), jnp.float32)
+    for i, w in enumerate(tiles):
+        x = plgpu.load(x_ref.at[r, i * bk + c], volatile=True).astype(jnp.float32)
+        acc += jnp.sum(x[:, None, :] * w.astype(jnp.float32)[None, :, :], axis=2)
+    yr = lax.broadcasted_iota(jnp.int32, (ROWS, cols), 0)
+    yc = p * cols + lax.broadcasted_iota(jnp.int32, (ROWS, cols), 1)
+    plgpu.store(y_ref.at[yr, yc], acc.astype(y_ref.dtype))
+
+
 def _fused_kernel(x_ref, w1_ref, w2_ref, _sync_in, y1_ref, y2_ref, sync_ref, *sink, programs: int, bk: int,
-                  poll: str, slot: int, prefetch: int = 0):
+                  poll: str, slot: int, prefetch: int = 0, hold: bool = False):
+    """`hold`: the program's whole slice of w2 is loaded before phase 1 and kept in registers across the
+    barrier (the megakernel premise: weights depend on nothing, so only the activations wait)."""
     p = pl.program_id(0)
+    cols2 = w2_ref.shape[0] // programs
+    held = _held_tiles(w2_ref, p, cols2, bk) if hold else None
     _phase(x_ref, w1_ref, y1_ref, p, w1_ref.shape[0] // programs, bk, volatile_x=False)
     if prefetch:
-        _prefetch(w2_ref, sink[0], p, w2_ref.shape[0] // programs, bk, prefetch)
+        _prefetch(w2_ref, sink[0], p, cols2, bk, prefetch)
     _grid_barrier(sync_ref, slot, programs, poll)
-    _phase(y1_ref, w2_ref, y2_ref, p, w2_ref.shape[0] // programs, bk, volatile_x=True)
+    if hold:
+        _held_phase(y1_ref, held, y2_ref, p, cols2, bk)
+    else:
+        _phase(y1_ref, w2_ref, y2_ref, p, cols2, bk, volatile_x=True)
 
 
 def _phase_kernel(x_ref, w_ref, *refs, programs: int, bk: int, prefetch: int = 0):
@@ -145,7 +173,7 @@ def split_pair(x, w1, w2, *, programs: int, bk: int = 128, warps: int = 4, prefe
 
 
 def fused_pair(x, w1, w2, sync=None, slot: int = 0, *, programs: int, bk: int = 128, warps: int = 4,
-               poll: str = "atomic", prefetch: int = 0):
+               poll: str = "atomic", prefetch: int = 0, hold: bool = False):
     """The same two phases in one launch around a grid barrier; returns (y2, sync). GPU only: programs run
     concurrently and must all be resident (programs <= SMs).
     sync: int32 [n, 2] zeros (row `slot` is this call's: arrival count, spin limit hit), aliased in and out so a
@@ -155,7 +183,8 @@ def fused_pair(x, w1, w2, sync=None, slot: int = 0, *, programs: int, bk: int = 
                  jax.ShapeDtypeStruct(sync.shape, jnp.int32)]
     out_shape += [jax.ShapeDtypeStruct((programs,), jnp.float32)] if prefetch else []
     outs = pl.pallas_call(
-        functools.partial(_fused_kernel, programs=programs, bk=bk, poll=poll, slot=slot, prefetch=prefetch),
+        functools.partial(_fused_kernel, programs=programs, bk=bk, poll=poll, slot=slot, prefetch=prefetch,
+                          hold=hold),
         grid=(programs,), in_specs=[whole(x.shape), whole(w1.shape), whole(w2.shape), whole(sync.shape)],
         out_specs=[whole(o.shape) for o in out_shape], out_shape=out_shape,
         input_output_aliases={3: 2}, compiler_params=_params(warps), name="barrier_probe_fused")(x, w1, w2, sync)
@@ -176,6 +205,10 @@ def main(argv=None):
     p.add_argument("--chain", type=int, default=16, help="pairs per timed executable (distinct weights)")
     p.add_argument("--programs", type=int, default=128, help="grid size (<= SMs for the fused kernel)")
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--hold", action="store_true",
+                   help="also the case holding each program's w2 slice in registers across the barrier "
+                        "(with 256 programs: 8 rows, 64 KB a program)")
+    p.add_argument("--hold-warps", type=int, default=8)
     p.add_argument("--prefetch", type=lambda v: [int(t) for t in v.split(",") if t], default=[8, 16],
                    help="cases that read the first N [cols, 128] tiles of the next phase's rows before it starts")
     p.add_argument("--smoke", action="store_true")
@@ -204,6 +237,9 @@ def main(argv=None):
         cases["fused, volatile polls"] = functools.partial(fused_pair, programs=programs, poll="volatile")
         for t in a.prefetch:
             cases[f"fused, prefetch {t} tiles"] = functools.partial(fused_pair, programs=programs, prefetch=t)
+        if a.hold:
+            cases["fused, w2 held in registers"] = functools.partial(fused_pair, programs=programs, hold=True,
+                                                                     warps=a.hold_warps)
     lines = [f"{chain_len} chained pairs of [{ROWS}, {k1}] . [{k1} -> {n1}] . [{n1} -> {k1}] bf16, "
              f"{programs} programs, {2 * n1 * k1 * 2 * chain_len / 1e6:.0f} MB of weights a call",
              "", "| case | wall µs a pair | kernel µs a pair (trace) | rel. error | spin limit hit |",
@@ -228,9 +264,10 @@ def main(argv=None):
         print(lines[-1], flush=True)
     if not gpu:  # the fused kernel needs concurrent programs: on the CPU only its Triton modules are checked
         spec = jax.ShapeDtypeStruct
-        for poll, pf in (("atomic", 0), ("volatile", 0), ("atomic", 8)):
-            jax.jit(lambda a, b, c, poll=poll, pf=pf: fused_pair(a, b, c, programs=programs, poll=poll,
-                                                                 prefetch=pf)).trace(
+        for poll, pf, hold in (("atomic", 0, False), ("volatile", 0, False), ("atomic", 8, False),
+                               ("atomic", 0, True)):
+            jax.jit(lambda a, b, c, poll=poll, pf=pf, hold=hold: fused_pair(
+                a, b, c, programs=programs, poll=poll, prefetch=pf, hold=hold)).trace(
                 spec((ROWS, k1), jnp.bfloat16), spec((n1, k1), jnp.bfloat16), spec((k1, n1), jnp.bfloat16),
             ).lower(lowering_platforms=("cuda",))
         lines.append("fused: lowered for CUDA (not run)")
