@@ -31,6 +31,13 @@ CASES = {
         routed_scaling_factor=2.5, norm_topk_prob=True, use_qk_norm=True, attention_bias=True,
         head_dim=16, rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.5),
         num_nextn_predict_layers=1), 1),
+    # glm-4.5-air's routing: sigmoid scores with the correction bias, no group limit (the one-kernel selection
+    # is the GPU default for it)
+    "glm4_moe_air_routing": (transformers.Glm4MoeConfig, dict(
+        n_routed_experts=8, n_group=1, topk_group=1, n_shared_experts=1, first_k_dense_replace=1,
+        routed_scaling_factor=2.5, norm_topk_prob=True, attention_bias=True, head_dim=16,
+        rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.5),
+        num_nextn_predict_layers=0), 0),
 }
 
 

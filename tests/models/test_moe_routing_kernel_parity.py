@@ -1,4 +1,5 @@
-"""A Qwen3-MoE model with the expert-selection kernel forced (interpreted on CPU) equals the jnp routing.
+"""Qwen3-MoE and GLM-4.5-Air-style models with the expert-selection kernel forced (interpreted on CPU) equal the
+jnp routing (softmax top-k; sigmoid scores with the correction bias and the routed scaling factor).
 
 Decode steps of up to 16 rows route through dgjax.pallas.moe_routing's kernel (with a padding row in the
 batch); 16-wide prefill chunks too. Logits must agree to float32 rounding and greedy tokens exactly.
@@ -13,9 +14,9 @@ from moe_cases import MoECase, build_case, fresh_trace_logits
 from dgjax.pallas.moe_routing import api, kernel
 
 
-@pytest.fixture(scope="module")
-def moe_case(tmp_path_factory) -> MoECase:
-    return build_case("qwen3_moe_dense_layer0_renorm", tmp_path_factory.mktemp("qwen3-moe"))
+@pytest.fixture(scope="module", params=["qwen3_moe_dense_layer0_renorm", "glm4_moe_air_routing"])
+def moe_case(request, tmp_path_factory) -> MoECase:
+    return build_case(request.param, tmp_path_factory.mktemp(request.param))
 
 
 def _run(case: MoECase, impl: str, monkeypatch) -> list[np.ndarray]:
