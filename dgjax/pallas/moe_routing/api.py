@@ -5,8 +5,9 @@ Dispatch (decided at trace time):
 - impl "auto" (default): the kernel on the GPU for sigmoid scoring (GLM-4.5: after the router dot XLA runs
   five launches there, softmax three), ref.py otherwise. glm-4.5-air fp8 C1 on the H200, three interleaved
   pairs in session 11 (s11c, s11i): device 6.11 / 6.06 / 6.06 ms a tick with the kernel against 6.23 / 6.16 /
-  6.14 without, 164.2 / 166.3 / 166.0 tok/s against 162.8 / 164.3 / 164.6. For softmax: Session 5's kernel (k serial max rounds over all tokens) picked the same
-  experts as ref.py on the H200 (weights within 1.2e-7, benchmarks/moe_routing_check.py) but the engine ran
+  6.14 without, 164.2 / 166.3 / 166.0 tok/s against 162.8 / 164.3 / 164.6.
+  For softmax: Session 5's kernel (k serial max rounds over all tokens) picked the same experts as ref.py on
+  the H200 (weights within 1.2e-7, benchmarks/moe_routing_check.py) but the engine ran
   slower with it (qwen3-30b-a3b C1 device 3.56 vs 3.34 ms per tick). The kernel now ranks like ref.py, one
   program per token (kernel.py), in place of XLA's three routing fusions. On the H200 (session 8, s8d) it
   took the same device time as they did (200 vs ~207 µs per tick) but the tick was longer (325.0 vs 355.2
