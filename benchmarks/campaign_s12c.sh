@@ -2,7 +2,10 @@
 # Triton GEMM fusions (`--xla_gpu_enable_triton_gemm=false`), interleaved twice. Why: the llama tick is 86% XLA
 # dots (s11d: gate/up and lm_head `gemm_fusion_dot_general` 2.00 ms a tick at ~95% of the read ceiling, qkv/o/
 # down `gemm_fusion_dot` 1.69 ms at ~86%); issue 3's 275 tok/s is 3.64 ms a step. Never timed here: whether
-# cuBLAS's skinny kernels stream qkv/o/down closer to the ceiling than the autotuner's Triton pick.
+# cuBLAS's skinny kernels stream qkv/o/down closer to the ceiling than the autotuner's Triton pick. Deviceless
+# (jax 0.10.2, benchmarks/deviceless_hlo.py --preset llama-3.1-8b): a layer is 13 launches with Triton (qkv, o and
+# down split K, each with a reduce or add fusion after it) and 15 with cuBLAS (4 cublasLt matmuls, each fed by
+# a pad fusion of the 2 rows; the norms and adds fuse around them).
 BUDGET_S=${BUDGET_S:-420}
 source benchmarks/campaign_lib.sh
 for i in 1 2; do
