@@ -178,7 +178,7 @@ def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, c
         rng, context, concurrency,
         decode_max_tokens(context, concurrency, min(args.trace_tokens, args.decode_tokens), args.prefill_chunk),
         args.timeout))
-    ticks = steady_tick_stats(traced, cfg.num_hidden_layers)
+    ticks = steady_tick_stats(traced, cfg.num_hidden_layers, min(args.trace_tokens, args.decode_tokens))
     weights = roofline.decode_weight_bytes_of(be.engine._loaded.params, cfg, concurrency)
     kv = roofline.decode_kv_bytes(cfg, kv_dtype(args, dtype), window.mean_context * concurrency)
     step_bytes = weights + kv

@@ -4,7 +4,10 @@ Why a trace: replaying one tick's executable with async calls (the earlier metho
 own dispatch and read more than the engine's whole step, so "1 - device/step" came out negative. The
 trace instead records every kernel the engine's own ticks ran. The steady window is cut out of it by
 the decode attention kernels (one per layer per tick): it starts at the first tick after the last
-prefill kernel and drops a tick at each end, so prefill and the last stream's exit are outside it.
+prefill kernel and drops a tick at each end, so prefill and the last stream's exit are outside it. Given
+`max_ticks` (the ticks every stream decodes together after the last prefill), it also ends there: streams
+that were prefilled first finish first, and the ticks after that run narrower buckets (s11h: at 16 streams
+6 of 28 attention calls a tick in the window had been the narrower bucket's).
 Reads the Perfetto JSON trace that `jax.profiler` writes; on a CPU run there are no device events and
 the stats are None.
 """
@@ -86,12 +89,13 @@ def top_kernels(events: list[dict], ticks: int, n: int = 15) -> list[tuple[str, 
     return [(k, us[k] / ticks, calls[k] / ticks) for k in ranked]
 
 
-def steady_tick_stats(events: list[dict], layers: int) -> TickStats | None:
-    """Stats over the steady decode ticks of a trace (None without at least 3 full decode ticks)."""
+def steady_tick_stats(events: list[dict], layers: int, max_ticks: int | None = None) -> TickStats | None:
+    """Stats over the steady decode ticks of a trace, among the first `max_ticks` after the last prefill if
+    given (None without at least 3 full decode ticks)."""
     last_prefill = max((e["ts"] + e["dur"] for e in events if PREFILL_KERNEL in e["name"]), default=None)
     attn = [e for e in events if any(k in e["name"] for k in DECODE_KERNELS)
             and (last_prefill is None or e["ts"] > last_prefill)]
-    ticks = len(attn) // layers - 2
+    ticks = min(len(attn) // layers, max_ticks or len(attn)) - 2
     if ticks < 1:
         return None
     first, last = attn[layers], attn[layers * (ticks + 1)]  # layer 0 of the 2nd tick .. of the last-but-one

@@ -50,3 +50,23 @@ def test_kernel_breakdown_sums_per_tick_by_family():
     assert [n for n, _, _ in stats.top_kernels][0] == "gemm_fusion_dot"  # ranked by time
     assert kernel_family("input_fusion.12") == "input_fusion"
     assert kernel_family("loop_add_fusion_3.1") == "loop_add_fusion"
+
+
+def test_max_ticks_ends_the_window_before_streams_drop_out():
+    """After `max_ticks` full ticks the streams prefilled first finish and narrower ticks follow (here: half the
+    gemm time, another attention kernel); the window stops before them."""
+    layers = 4
+    full = _timeline(6, layers, 10.0, 2.0, 1.0, 8.0, "fused_decode_attention_g16_d128_s3")
+    t = full[-1]["ts"] + 20.0
+    for _ in range(5):
+        for _ in range(layers):
+            for name, dur in (("gemm_fusion_dot_1", 5.0), ("fused_decode_attention_g16_d128_s6", 2.0)):
+                full.append({"name": name, "ts": t, "dur": dur})
+                t += dur + 1.0
+        t += 8.0
+    mixed = steady_tick_stats(full, layers)
+    steady = steady_tick_stats(full, layers, max_ticks=6)
+    assert mixed.ticks == 9 and steady.ticks == 4
+    assert steady.busy_ms_per_tick == pytest.approx(layers * 12.0 / 1e3)
+    assert mixed.busy_ms_per_tick < steady.busy_ms_per_tick
+    assert {n for n, _, _ in steady.top_kernels} == {"gemm_fusion_dot", "fused_decode_attention_g16_d128_s3"}
