@@ -66,13 +66,19 @@ def _phase(x_ref, w_ref, y_ref, p, cols: int, bk: int, volatile_x: bool):
     plgpu.store(y_ref.at[yr, yc], acc.astype(y_ref.dtype), mask=yr < ROWS)
 
 
-def _prefetch(w_ref, sink_ref, p, cols: int, bk: int, tiles: int):
-    """Read the first `tiles` [cols, bk] tiles of this program's rows of the next phase's w (all loads issued
-    before any is summed), so they sit in L2 when that phase starts; their sum goes to sink[p] (kept live)."""
-    tiles = min(tiles, w_ref.shape[1] // bk)
+def _row_tiles(w_ref, p, cols: int, bk: int, count: int | None = None, **load_kw) -> list:
+    """The first `count` (default: all) [cols, bk] tiles of this program's rows of w, every load issued before
+    any is used."""
+    count = w_ref.shape[1] // bk if count is None else min(count, w_ref.shape[1] // bk)
     wr = p * cols + lax.broadcasted_iota(jnp.int32, (cols, bk), 0)
     wc = lax.broadcasted_iota(jnp.int32, (cols, bk), 1)
-    loaded = [plgpu.load(w_ref.at[wr, i * bk + wc], eviction_policy="evict_last") for i in range(tiles)]
+    return [plgpu.load(w_ref.at[wr, i * bk + wc], **load_kw) for i in range(count)]
+
+
+def _prefetch(w_ref, sink_ref, p, cols: int, bk: int, tiles: int):
+    """Read the first `tiles` tiles of this program's rows of the next phase's w, so they sit in L2 when that
+    phase starts; their sum goes to sink[p] (kept live)."""
+    loaded = _row_tiles(w_ref, p, cols, bk, tiles, eviction_policy="evict_last")
     total = sum(jnp.sum(t.astype(jnp.float32)) for t in loaded)
     plgpu.store(sink_ref.at[jnp.zeros((1,), jnp.int32) + p], jnp.zeros((1,), jnp.float32) + total)
 
@@ -102,16 +108,9 @@ def _grid_barrier(sync_ref, slot: int, programs: int, poll: str):
     plgpu.debug_barrier()
 
 
-def _held_tiles(w_ref, p, cols: int, bk: int) -> list:
-    """Every [cols, bk] tile of this program's rows of w, loaded now (registers) to be used later."""
-    wr = p * cols + lax.broadcasted_iota(jnp.int32, (cols, bk), 0)
-    wc = lax.broadcasted_iota(jnp.int32, (cols, bk), 1)
-    return [plgpu.load(w_ref.at[wr, i * bk + wc]) for i in range(w_ref.shape[1] // bk)]
-
-
 def _held_phase(x_ref, tiles: list, y_ref, p, cols: int, bk: int):
     """y[:, p*cols:(p+1)*cols] from weight tiles already in registers; x (written by other programs of this
-    launch) read past L1. CUDA-core multiply-adds: the tiles have fewer than 16 columns for a dot."""
+    launch) read past L1. CUDA-core multiply-adds: at 256 programs the tiles have 8 columns, too few for a dot."""
     r = lax.broadcasted_iota(jnp.int32, (ROWS, bk), 0)
     c = lax.broadcasted_iota(jnp.int32, (ROWS, bk), 1)
     acc = jnp.zeros((ROWS, cols), jnp.float32)
@@ -129,7 +128,7 @@ def _fused_kernel(x_ref, w1_ref, w2_ref, _sync_in, y1_ref, y2_ref, sync_ref, *si
     barrier (the megakernel premise: weights depend on nothing, so only the activations wait)."""
     p = pl.program_id(0)
     cols2 = w2_ref.shape[0] // programs
-    held = _held_tiles(w2_ref, p, cols2, bk) if hold else None
+    held = _row_tiles(w2_ref, p, cols2, bk) if hold else None  # registers, used after the barrier
     _phase(x_ref, w1_ref, y1_ref, p, w1_ref.shape[0] // programs, bk, volatile_x=False)
     if prefetch:
         _prefetch(w2_ref, sink[0], p, cols2, bk, prefetch)

@@ -34,7 +34,7 @@ def test_held_phase_computes_the_second_gemv_from_tiles_loaded_earlier():
 
     def kern(x_ref, w_ref, y_ref):
         p = pl.program_id(0)
-        held = grid_barrier_probe._held_tiles(w_ref, p, n // programs, bk)
+        held = grid_barrier_probe._row_tiles(w_ref, p, n // programs, bk)
         grid_barrier_probe._held_phase(x_ref, held, y_ref, p, n // programs, bk)
 
     y = pl.pallas_call(functools.partial(kern), grid=(programs,), in_specs=[whole(x.shape), whole(w.shape)],

@@ -335,9 +335,10 @@ def fused_decode_attention(
     p = block_tables.shape[1]
     gp = max(MIN_DOT_ROWS, pl.next_power_of_2(g))
     segs = segments(d, cos.shape[-1])
-    bk, splits = default_launch(b, kvh, p * ps, d, k_pages.dtype, split_programs)
     if block_tokens:  # a caller's keys per step: the paged rule's splits for it
         bk, splits = block_tokens, default_num_splits(b, kvh, p * ps, block_tokens, split_programs)
+    else:
+        bk, splits = default_launch(b, kvh, p * ps, d, k_pages.dtype, split_programs)
     splits = num_splits or splits
     qk_norm = q_norm is not None
 
