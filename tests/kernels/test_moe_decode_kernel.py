@@ -180,7 +180,7 @@ def test_fp8_experts_at_decode_widths_take_the_swept_launch(wide, monkeypatch):
     split-to-fill rule."""
     monkeypatch.setenv(kernel.FP8_WIDE_ENV_VAR, wide)
     L128 = lambda s: L(128, 128, s)  # noqa: E731
-    want = {(2048, 768): kernel.Config(L128(4), L128(1)), (4096, 1408): kernel.Config(L128(2), L128(1))}  # swept
+    want = {(2048, 768): kernel.Config(L128(4), L128(1)), (4096, 1408): kernel.Config(L128(2), L128(2))}  # swept
     for (h, f), wide_config in want.items():
         gate, down = _abstract_node("fp8", 128, h, f), _abstract_node("fp8", 128, f, h)
         for tokens in (1, 2):
@@ -195,14 +195,15 @@ def test_fp8_experts_at_decode_widths_take_the_swept_launch(wide, monkeypatch):
         kernel.default_config(gate, down, 1, 8)
 
 
-def test_down_split_switch_cuts_the_wide_down_stage_where_every_split_keeps_two_steps(monkeypatch):
-    """DGJAX_MOE_DOWN_SPLITS (A/B only): glm-4.5-air's 11-step down in 2 (6 + 5), 4 (3+3+3+2), 5 asked -> 4;
-    qwen3-30b-a3b's 6 steps: 3 (2+2+2), 4 asked -> 3; unset: unsplit; not a count: refused by name."""
+def test_down_splits_default_by_length_and_the_switch_keeps_two_steps_a_split(monkeypatch):
+    """Unset: glm-4.5-air's 11-step down in 2 (>= LONG_DOWN_STEPS), qwen3-30b-a3b's 6 steps unsplit.
+    DGJAX_MOE_DOWN_SPLITS: glm in 1, 2 (6 + 5), 4 (3+3+3+2), 5 asked -> 4; qwen3: 3 (2+2+2), 4 asked -> 3;
+    not a count: refused by name."""
     L128 = lambda s: L(128, 128, s)  # noqa: E731
     glm = _abstract_node("fp8", 128, 4096, 1408), _abstract_node("fp8", 128, 1408, 4096)
     qwen3 = _abstract_node("fp8", 128, 2048, 768), _abstract_node("fp8", 128, 768, 2048)
     monkeypatch.delenv(kernel.FP8_WIDE_ENV_VAR, raising=False)
-    for value, glm_down, qwen3_down in (("", 1, 1), ("2", 2, 2), ("4", 4, 3), ("5", 4, 3)):
+    for value, glm_down, qwen3_down in (("", 2, 1), ("1", 1, 1), ("2", 2, 2), ("4", 4, 3), ("5", 4, 3)):
         monkeypatch.setenv(kernel.DOWN_SPLITS_ENV_VAR, value)
         assert kernel.default_config(*glm, 1, 8) == kernel.Config(L128(2), L128(glm_down))
         assert kernel.default_config(*qwen3, 2, 8) == kernel.Config(L128(4), L128(qwen3_down))

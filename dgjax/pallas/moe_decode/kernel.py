@@ -86,11 +86,15 @@ FP8_SMALL_BATCH_TOKENS = 2
 # at 2 rows on 8 experts: qwen3-30b-a3b gate/up s4 + down s1 23.6 µs (FP8_SMALL_BATCH 24.8; best 23.0 with
 # down s2); glm-4.5-air gate/up s2 + down s1 55.2 µs (best; 61.4). Why down stays unsplit: in the engine
 # (s9f) a split down turned each layer's residual-add fusion into a reduce fusion (+13 µs per tick) and the
-# qwen3 tick got longer (336.0 vs 356.8 tok/s) though its kernels took 80 µs less.
+# qwen3 tick got longer (336.0 vs 356.8 tok/s) though its kernels took 80 µs less (longer downs: LONG_DOWN_STEPS).
 FP8_WIDE_BLOCK_N = 128
 FP8_WIDE_ENV_VAR = "DGJAX_MOE_FP8_WIDE"
-# For A/B only: the wide down stage cut in this many K splits (default 1). glm-4.5-air's 11-step down took 21.8
-# µs a layer with 2 (6 + 5 steps) against 23.5-25.2 unsplit in the s11c sweep; the engine has the last word.
+# The wide down stage in K splits: 2 where it has at least LONG_DOWN_STEPS 128-wide steps, else 1;
+# $DGJAX_MOE_DOWN_SPLITS overrides. glm-4.5-air's 11-step down took 21.8 µs a layer in 2 (6 + 5 steps)
+# against 23.5-25.2 unsplit in the s11c sweep, and the engine followed (s12b, two interleaved pairs on
+# glm-4.5-air fp8 C1: 169.0 / 168.6 tok/s, device 5.98 / 5.96 ms a tick, against 165.6 / 158.2 and 6.08 /
+# 6.20; moe_down 792 against 970 µs a tick). qwen3-30b-a3b's 6-step down lost split in the engine (s9f).
+LONG_DOWN_STEPS = 10
 DOWN_SPLITS_ENV_VAR = "DGJAX_MOE_DOWN_SPLITS"
 
 
@@ -101,7 +105,8 @@ def fp8_wide() -> bool:
 
 def fp8_wide_config(g: Operand, d: Operand, top_k: int, sms: int | None = None) -> Config | None:
     """128-column blocks for both stages; gate/up's K split (keeping >= 2 steps per split) until top_k live
-    experts run about one program per SM, down unsplit; None where 128 columns do not tile a stage."""
+    experts run about one program per SM, down split by `down_splits`; None where 128 columns do not tile a
+    stage."""
     bn, bk = FP8_WIDE_BLOCK_N, 128
     if not all(valid_block_n(op, bn) and valid_block_k(op, bk) and op.k % bk == 0 for op in (g, d)):
         return None
@@ -110,9 +115,9 @@ def fp8_wide_config(g: Operand, d: Operand, top_k: int, sms: int | None = None) 
 
 
 def down_splits(steps: int) -> int:
-    """$DGJAX_MOE_DOWN_SPLITS (default 1), lowered until every split runs at least two of the `steps` K steps
-    (a model whose down K is shorter still runs)."""
-    want = env_count(DOWN_SPLITS_ENV_VAR, 1, "a split count", minimum=1)
+    """$DGJAX_MOE_DOWN_SPLITS, else 2 for a down of >= LONG_DOWN_STEPS K steps and 1 below; lowered until
+    every split runs at least two of the `steps` K steps (a model whose down K is shorter still runs)."""
+    want = env_count(DOWN_SPLITS_ENV_VAR, 2 if steps >= LONG_DOWN_STEPS else 1, "a split count", minimum=1)
     while want > 1:
         per = split_steps(steps, want)
         if per is not None and min(per, steps - (want - 1) * per) >= 2:

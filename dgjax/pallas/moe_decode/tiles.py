@@ -9,7 +9,9 @@ An expert-stacked weight stands for [E, K, N] (K contracted). Formats and the ti
   converted to x's dtype (exact); the dot is scaled per output column by its block's scale, so a K step
   stays inside one scale block. By default (DGJAX_FP8_DOT=f16) the tile converts to float16 instead (one
   paired conversion per two values, not two per value) and x's rows are scaled into f16 range (`f16_rows`);
-  DGJAX_FP8_DOT=x keeps the dot in x's dtype; DGJAX_FP8_DOT=swap is f16 with the operands swapped (`swapped`).
+  DGJAX_FP8_DOT=x keeps the dot in x's dtype; DGJAX_FP8_DOT=swap is f16 with the operands swapped (`swapped`);
+  DGJAX_FP8_DOT=a8 quantizes x's rows to e4m3 per K step (`e4m3_rows`) and multiplies two fp8 tiles on the
+  fp8 tensor cores (`fp8_mma`): no conversion of the weight tile at all, x rounded to 3 mantissa bits.
 - "nvfp4", "mxfp4", "int4" (packed nibbles [E, N, K/2], element 2i in the low nibble of byte i): a
   [BN, BK/2] byte tile; low and high nibbles are decoded separately and multiplied with the even and odd
   columns of x (two dots), so the nibbles never need re-interleaving. Their per-group scales (16 / 32 /
@@ -33,6 +35,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas import fp8_mma
 from dgjax.pallas.launch import choose_impl
 from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, is_quantized
 
@@ -209,7 +212,9 @@ def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None, rows=None) 
 def row_tiles(tile, op: Operand) -> tuple:
     """A [16, cols] tile of rows (non-packed weights) as `tile_dot` takes it: itself, or for fp8 under the float16
     dot the `f16_rows` pair."""
-    return f16_rows(tile) if _f16_dot(op, tile.dtype) else (tile,)
+    if not _f16_dot(op, tile.dtype):
+        return (tile,)
+    return e4m3_rows(tile) if fp8_dot() == "a8" else f16_rows(tile)
 
 
 def store_rows(o_ref, value, tokens: int):
@@ -266,21 +271,27 @@ def _zero_points(z_ref, op: Operand, expert, n0, k0, bn: int, bk: int, cols: int
 
 
 F16_ROW_MAX_EXP = 14  # rows are scaled so their largest |value| lies in [2**14, 2**15) (f16 max 65504)
-FP8_DOTS = ("x", "f16", "swap")
+E4M3_ROW_MAX_EXP = 7  # ... and for the a8 dot in [2**7, 2**8) (e4m3 max 448)
+FP8_DOTS = ("x", "f16", "swap", "a8")
 FP8_DOT_ENV = "DGJAX_FP8_DOT"
 
 
 def fp8_dot() -> str:
     """The tensor-core dot of fp8 tiles with bf16/f16 x (read at trace time from $DGJAX_FP8_DOT):
-    "f16" (default) in float16 through `f16_rows`; "x" in x's dtype; "swap": f16, weight tile first. The f16
+    "f16" (default) in float16 through `f16_rows`; "x" in x's dtype; "swap": f16, weight tile first; "a8": x
+    rounded to e4m3 per row and K step (`e4m3_rows`), an fp8 x fp8 dot, weight tile first (`swapped`). The f16
     loop (Triton 3.9, sm_90) has 112 instead of 192 conversions per iteration; on the H200
     (benchmarks/results/2026-12-01-s6a-*) it took qwen3-30b-a3b fp8 C1 from 297.3 to 302.9 tok/s and
     glm-4.5-air fp8 from 130.0 to 138.3."""
-    return choose_impl(None, FP8_DOT_ENV, FP8_DOTS, "fp8 dot", default="f16")
+    choice = choose_impl(None, FP8_DOT_ENV, FP8_DOTS, "fp8 dot", default="f16")
+    if choice == "a8":
+        fp8_mma.install()
+    return choice
 
 
 def _f16_dot(op: Operand, x_dtype) -> bool:
-    return op.fmt == "fp8" and jnp.dtype(x_dtype) != jnp.float32 and fp8_dot() in ("f16", "swap")
+    """Whether fp8 tiles meet rescaled x rows (f16, or e4m3 for "a8") rather than x itself."""
+    return op.fmt == "fp8" and jnp.dtype(x_dtype) != jnp.float32 and fp8_dot() in ("f16", "swap", "a8")
 
 
 def swapped(op: Operand, x_dtype) -> bool:
@@ -294,7 +305,7 @@ def swapped(op: Operand, x_dtype) -> bool:
     fp8 C1 319.3 vs 355.9 tok/s (device 3.20 vs 2.90 ms per tick), every swept fp8 launch slower (its
     weight tile reaches registers 2 bytes per shared-memory load), so the tensor-core instruction was not
     what bounds the fp8 tiles. It stays for A/B."""
-    return _f16_dot(op, x_dtype) and fp8_dot() == "swap"
+    return _f16_dot(op, x_dtype) and fp8_dot() in ("swap", "a8")
 
 
 def acc_zeros(op: Operand, x_dtype, bn: int):
@@ -316,13 +327,32 @@ def f16_rows(x):
     normal range converts exactly, so each row is first multiplied by the power of two (exact) that puts
     its largest |value| in [2**14, 2**15), and the result by its inverse: nothing overflows, and only
     values more than 2**28 below their row's largest lose bits (f16 subnormals)."""
+    xf, up, down = _pow2_rows(x, F16_ROW_MAX_EXP)
+    return (xf * down[:, None]).astype(jnp.float16), up
+
+
+def _pow2_rows(x, max_exp: int):
+    """float32 x and per-row powers of two (up, down) that put each row's largest |value| in
+    [2**max_exp, 2**(max_exp + 1)) once multiplied by `down` (both stay normal float32; zero rows: any)."""
     xf = x.astype(jnp.float32)
     amax = jnp.max(jnp.abs(xf), axis=1)
     biased = lax.shift_right_logical(lax.bitcast_convert_type(amax, jnp.int32), 23) & 0xFF  # exponent field
-    shift = jnp.clip(biased - 127 - F16_ROW_MAX_EXP, -126, 126)  # both powers stay normal float32
+    shift = jnp.clip(biased - 127 - max_exp, -126, 126)
     up = lax.bitcast_convert_type((shift + 127) << 23, jnp.float32)  # 2**shift
     down = lax.bitcast_convert_type((127 - shift) << 23, jnp.float32)  # 2**-shift
-    return (xf * down[:, None]).astype(jnp.float16), up
+    return xf, up, down
+
+
+def e4m3_rows(x):
+    """A [rows, cols] tile as e4m3 rows scaled by powers of two, and those scales (float32 [rows]).
+
+    For DGJAX_FP8_DOT=a8: each row times the power of two that puts its largest |value| in [2**7, 2**8)
+    (under e4m3's 448), rounded to nearest e4m3; values more than ~2**13 below their row's largest become
+    e4m3 subnormals. The relative rounding error is at most 2**-4 a value: the activation side of the W8A8
+    block-fp8 recipe (one scale per row and 128 inputs) that vLLM and SGLang run DeepSeek-style fp8
+    checkpoints with."""
+    xf, up, down = _pow2_rows(x, E4M3_ROW_MAX_EXP)
+    return (xf * down[:, None]).astype(jnp.float8_e4m3fn), up
 
 
 def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
@@ -340,7 +370,9 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
         scale = plgpu.load(s_ref.at[(expert * nb + lax.div(cols, sb_n)) * kb + lax.div(k0, sb_k)])
         if len(xs) == 1:
             return plgpu.dot(xs[0], raw.astype(dtype), trans_b=True) * scale[None, :]
-        x16, row_scale = xs  # the float16 dot (x_tiles)
+        x16, row_scale = xs  # the float16 (or e4m3, for a8) dot (x_tiles)
+        if fp8_dot() == "a8":  # both e4m3: wgmma e4m3 (fp8_mma), [bn, 16]
+            return plgpu.dot(raw, x16, trans_b=True) * scale[:, None] * row_scale[None, :]
         if fp8_dot() == "swap":  # [bn, 16]: see `swapped`
             out = plgpu.dot(raw.astype(jnp.float16), x16, trans_b=True)
             return out * scale[:, None] * row_scale[None, :]
