@@ -69,6 +69,26 @@ def dequantize(values: jax.Array, scale: jax.Array, block: tuple[int, int] = DEF
     return values.astype(jnp.float32) * codes.expand_blocks(scale.astype(jnp.float32), *block, n, k)
 
 
+ACT_MAX_EXP = 7  # rounded activations: each group's largest |value| scaled into [2**7, 2**8), under e4m3's 448
+
+
+def round_activations(x: jax.Array, group: int) -> jax.Array:
+    """x [rows, K] with each row's consecutive `group` inputs rounded as e4m3 after a power-of-two scale
+    (then scaled back, in x's dtype): the activation side of the fp8 x fp8 decode dot (DGJAX_FP8_DOT=a8),
+    written independently of the kernel for its reference. The scale 2**s puts the group's largest |value|
+    in [2**7, 2**8) (s from its float32 exponent field, held to [-126, 126]), so only e4m3's rounding (at
+    most 2**-4 of a value, round-to-nearest-even) and its subnormals (values ~2**13 below the largest)
+    change anything; zero groups stay zero."""
+    rows, k = x.shape
+    xf = x.astype(jnp.float32).reshape(rows, k // group, group)
+    amax = jnp.max(jnp.abs(xf), axis=-1, keepdims=True)
+    exponent = (jax.lax.bitcast_convert_type(amax, jnp.int32) >> 23) & 0xFF
+    shift = jnp.clip(exponent - 127 - ACT_MAX_EXP, -126, 126)
+    scale = jax.lax.bitcast_convert_type((shift + 127) << 23, jnp.float32)  # 2**shift, exactly
+    rounded = (xf / scale).astype(jnp.float8_e4m3fn).astype(jnp.float32) * scale
+    return rounded.reshape(rows, k).astype(x.dtype)
+
+
 @struct.dataclass
 class Fp8BlockWeight(QuantizedWeight):
     """float8_e4m3fn weight [*E, N, K] + float32 tile scales [*E, ceil(N/bn), ceil(K/bk)]; see module doc."""

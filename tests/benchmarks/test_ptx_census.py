@@ -16,6 +16,11 @@ def test_stages_lower_to_triton_ir_in_both_fp8_dot_modes(monkeypatch):
         assert sorted(n.split("_fp8")[0] for n in modules) == ["moe_down", "moe_gate_up"]
         assert all(("tt.fp_to_fp" in text) for text in modules.values())
         assert any(("xf16>" in text) for text in modules.values()) == f16_tiles
+    monkeypatch.setenv("DGJAX_FP8_DOT", "a8")  # both dot operands e4m3, marked for Hopper's fp8 wgmma
+    jax.clear_caches()
+    for text in ptx_census.triton_modules("qwen3-30b-a3b", "fp8", 2).values():
+        dots = [line for line in text.splitlines() if "tt.dot" in line]
+        assert dots and all("maxNumImpreciseAcc = 128" in d and d.count("xf8E4M3FN>") == 2 for d in dots)
     jax.clear_caches()
 
 

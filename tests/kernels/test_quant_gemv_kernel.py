@@ -336,6 +336,26 @@ def test_fp8_f16_dot_scales_rows_into_f16_range(magnitude, dot, set_fp8_dot):
         np.testing.assert_allclose(got[r], want[r], rtol=2e-2, atol=1e-2 * np.abs(want[r]).max())
 
 
+@pytest.mark.parametrize("magnitude", [1e-30, 1.0, 1e30])
+def test_fp8_a8_dot_matches_the_reference_on_rounded_rows(magnitude, set_fp8_dot):
+    """DGJAX_FP8_DOT=a8: x rounded to e4m3 per row and K step, an fp8 x fp8 dot: equal to the reference on x
+    rounded by `fp8_block.round_activations` in groups of the K step (to the bf16 output's rounding), and
+    measurably off the exact product (the rounding happened), at magnitudes f16 and e4m3 cannot hold."""
+    set_fp8_dot("a8")
+    rng = np.random.default_rng(6)
+    node, _ = _encode("fp8", _rows(rng))
+    x = (magnitude * rng.standard_normal((3, K))).astype(np.float32)
+    x[1] *= 1e-4
+    x = jnp.asarray(x, jnp.bfloat16)
+    got = np.asarray(kernel.quant_gemv(x, node, launch=L(32, 64), interpret=True), np.float32)
+    want = np.asarray(ref.quant_gemv(x, node, a8_group=64), np.float32)
+    exact = np.asarray(ref.quant_gemv(x, node), np.float32)
+    for r in range(3):
+        scale = np.abs(exact[r]).max()
+        assert np.abs(got[r] - want[r]).max() <= 8e-3 * scale
+        assert np.abs(got[r] - exact[r]).max() >= 8e-3 * scale
+
+
 def test_fp8_dot_mode_is_validated(set_fp8_dot):
     node, _ = _encode("fp8", _rows(np.random.default_rng(0)))
     set_fp8_dot("e5m2")

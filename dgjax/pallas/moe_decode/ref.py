@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from dgjax.quant import is_quantized
+from dgjax.quant import fp8_block, is_quantized
 
 ACTIVATIONS = {"silu": jax.nn.silu, "swish": jax.nn.silu}
 
@@ -30,22 +30,28 @@ def dense_experts(w: Any, ids: jax.Array) -> jax.Array:
 
 def moe_decode(
     x: jax.Array, expert_ids: jax.Array, weights: jax.Array, gate: Any, up: Any, down: Any,
-    hidden_act: str = "silu",
+    hidden_act: str = "silu", a8_groups: tuple[int, int] | None = None,
 ) -> jax.Array:
     """sum_j weights[t, j] * down(act(gate(x_t)) * up(x_t)) over expert expert_ids[t, j] -> [T, embed].
 
     x [T, embed]; expert_ids int [T, top_k]; weights [T, top_k]; gate/up stand for [E, embed, ffw] weights,
-    down for [E, ffw, embed].
+    down for [E, ffw, embed]. `a8_groups` (the two stages' K steps under DGJAX_FP8_DOT=a8): x and h are
+    rounded as the fp8 x fp8 dot rounds them (`fp8_block.round_activations`) before their products.
     """
     if hidden_act not in ACTIVATIONS:
         raise ValueError(f"unsupported hidden_act {hidden_act!r}; supported: {sorted(ACTIVATIONS)}")
     t, k = expert_ids.shape
     flat = expert_ids.reshape(-1)
+    if a8_groups is not None:
+        x = fp8_block.round_activations(x, a8_groups[0])
     rows = jnp.repeat(x.astype(jnp.float32), k, axis=0)  # row t * k + j: token t's j-th assignment
     hi = lax.Precision.HIGHEST
     g = jnp.einsum("ai,aif->af", rows, dense_experts(gate, flat), precision=hi)
     u = jnp.einsum("ai,aif->af", rows, dense_experts(up, flat), precision=hi)
-    h = (ACTIVATIONS[hidden_act](g) * u).astype(x.dtype).astype(jnp.float32)
+    h = (ACTIVATIONS[hidden_act](g) * u).astype(x.dtype)
+    if a8_groups is not None:
+        h = fp8_block.round_activations(h, a8_groups[1])
+    h = h.astype(jnp.float32)
     y = jnp.einsum("af,afo->ao", h, dense_experts(down, flat), precision=hi)
     y = y * weights.reshape(-1, 1).astype(jnp.float32)
     return y.reshape(t, k, -1).sum(axis=1).astype(x.dtype)
