@@ -339,15 +339,19 @@ def test_split_programs_switch_sets_the_split_count(monkeypatch):
         name("many")
 
 
-def test_long_tables_get_twice_the_splits_and_wider_steps():
-    """default_launch: the paged rule up to ~2K keys a row; an 8K table (llama heads, the C1 bucket's 2 rows,
-    264 programs) gets 33 splits of 128-key steps instead of 17 of 64 (s11a: 17.1 vs 24.2 µs a layer)."""
+def test_long_tables_get_wider_steps_and_in_the_one_stream_bucket_twice_the_splits():
+    """default_launch: the paged rule up to ~2K keys a row in the one-stream bucket; an 8K table (llama heads,
+    264 programs) gets 128-key steps, and at 2 rows 34 splits instead of 17 (s11a: 17.1 vs 24.2 µs a layer),
+    at 4 rows the paged rule's 9 (s12a/s12f: 38.2-38.5 vs 42.3-42.5 µs doubled), at 16 its 3."""
     h200 = 2 * 132
     bf16, fp8 = jnp.bfloat16, jnp.float8_e4m3fn
     assert kernel.default_launch(2, 8, 2064, 128, bf16, h200) == (64, 17)  # 1K engines: unchanged
     assert kernel.default_launch(2, 4, 2064, 128, bf16, h200) == (64, 33)  # qwen3-30b-a3b at 1K: unchanged
     assert kernel.default_launch(2, 8, 8400, 128, bf16, h200) == (128, 34)
     assert kernel.default_launch(2, 8, 8272, 128, bf16, 528) == (64, 33)  # already ~250 keys a split
-    assert kernel.default_launch(16, 8, 8400, 128, bf16, h200) == (128, 6)
+    assert kernel.default_launch(4, 8, 8400, 128, bf16, h200) == (128, 9)
+    assert kernel.default_launch(16, 8, 8400, 128, bf16, h200) == (128, 3)
+    assert kernel.default_launch(16, 8, 2064, 128, bf16, h200) == (128, 3)  # 688 keys a split: long
+    assert kernel.default_launch(4, 8, 2064, 128, bf16, h200) == (64, 9)  # 229 keys a split: not long
     assert kernel.default_launch(2, 8, 8400, 128, fp8, h200) == (128, 34)  # fp8 pages step 128 keys anyway
     assert kernel.default_launch(1, 8, 300, 128, bf16, h200) == (64, 5)  # never more splits than blocks

@@ -47,24 +47,32 @@ def segments(head_dim: int, rotary_dim: int) -> tuple[tuple[int, int], ...]:
     return segs + (((rotary_dim, head_dim - rotary_dim),) if rotary_dim < head_dim else ())
 
 
-LONG_SPLIT_TOKENS = 384  # keys a split would get, at or above which the split count doubles
-WIDE_BLOCK_SPLIT_TOKENS = 192  # keys a split gets, at or above which a loop step takes 128 keys
+LONG_SPLIT_TOKENS = 384  # keys a split would get, at or above which a table counts as long
+WIDE_BLOCK_SPLIT_TOKENS = 192  # keys a split gets, at or above which a loop step of a long table takes 128 keys
+DOUBLING_MAX_BATCH = 2  # long tables double their splits only in buckets this narrow (one stream + padding)
 
 
 def default_launch(batch: int, kv_heads: int, max_tokens: int, head_dim: int, page_dtype,
                    programs: int | None = None) -> tuple[int, int]:
     """(keys per loop step, splits) for a table of `max_tokens` keys a row.
 
-    The paged kernel's rule (about `programs` programs, 16 KB K tiles), then for long tables twice the
-    splits and 128 keys a step. On the H200 (s11a, llama-3.1-8b, 8K keys, the C1 bucket's idle padding row
-    counted): 17 splits of 64-key steps took 24.2 µs a layer, 33 splits 19.0, 33 splits of 128-key steps 17.1,
-    66 splits 19.7-20.0. At 1K keys 17 splits of 64 stayed best (7.9 µs; 33 splits 9.1, 128 keys 8.8), so
-    tables of ~2K keys keep the paged rule; an 8K table serving 1K contexts pays ~1.5 µs a layer.
+    The paged kernel's rule (about `programs` programs, 16 KB K tiles); a long table then takes 128-key
+    steps, and in the one-stream bucket (2 rows, one of them padding whose programs exit at once, so half
+    the grid works) twice the splits. On the H200, llama-3.1-8b heads, 8K keys:
+    - 2 rows (s11a, padding row counted): 17 splits of 64-key steps 24.2 µs a layer, 33 splits 19.0,
+      33 splits of 128-key steps 17.1, 66 splits 19.7-20.0; the s12a sweep around 34 x 128 found nothing
+      faster (50 splits 17.5, 3 stages 17.0, 8 warps 17.7-23.9).
+    - 4 rows (s12a, s12f twice): 9 splits of 128-key steps 38.2-38.5 µs, 18 of 128 (doubled) 42.3-42.5,
+      9 of 64 42.5-42.9.
+    - 16 rows (s12a): 3 of 128 128.4, 6 of 128 129.8, 3 of 64 130.0, 6 of 64 157.3.
+    At 1K keys 17 splits of 64 stayed best (7.9 µs; 33 splits 9.1, 128 keys 8.8), so tables of ~2K keys keep
+    the paged rule in the one-stream bucket; an 8K table serving 1K contexts pays ~1.5 µs a layer.
     """
     bk = default_block_tokens(head_dim, page_dtype)
     splits = default_num_splits(batch, kv_heads, max_tokens, bk, programs)
     if max_tokens >= LONG_SPLIT_TOKENS * splits:
-        splits = min(2 * splits, pl.cdiv(max_tokens, bk))
+        if batch <= DOUBLING_MAX_BATCH:
+            splits = min(2 * splits, pl.cdiv(max_tokens, bk))
         if max_tokens >= WIDE_BLOCK_SPLIT_TOKENS * splits:
             bk = max(bk, 128)
     return bk, splits
