@@ -116,6 +116,14 @@ def _speedups(r: dict) -> list[str]:
     return [""] + out if out else []
 
 
+def _overlap(t: dict) -> str:
+    """', K ms of kernel time (O ms overlapped)' where the trace has the kernels' summed time (older runs do not)."""
+    kernel_ms = t.get("kernel_ms_per_tick")
+    if kernel_ms is None:
+        return ""
+    return f", {kernel_ms:.2f} ms of kernel time: {kernel_ms - t['busy_ms_per_tick']:+.2f} ms overlapped"
+
+
 def _kernel_tables(rows: list[dict]) -> list[str]:
     """Where each traced decode case spent its device time, by kernel family (numeric suffixes dropped)."""
     out = []
@@ -124,7 +132,7 @@ def _kernel_tables(rows: list[dict]) -> list[str]:
         if not t.get("top_kernels"):
             continue
         out += ["", f"### Device time by kernel: context {d['context']}, {d['concurrency']} streams "
-                f"({t['ticks']} steady ticks, {t['busy_ms_per_tick']:.2f} ms busy per tick)", "",
+                f"({t['ticks']} steady ticks, {t['busy_ms_per_tick']:.2f} ms busy per tick{_overlap(t)})", "",
                 "| kernel | µs/tick | calls/tick | of busy |", "|---|---|---|---|"]
         for name, us, calls in t["top_kernels"]:
             out.append(f"| `{name[:80]}` | {us:.1f} | {calls:.0f} | {_pct(us / 1e3 / t['busy_ms_per_tick'])} |")

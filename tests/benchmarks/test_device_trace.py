@@ -70,3 +70,25 @@ def test_max_ticks_ends_the_window_before_streams_drop_out():
     assert steady.busy_ms_per_tick == pytest.approx(layers * 12.0 / 1e3)
     assert mixed.busy_ms_per_tick < steady.busy_ms_per_tick
     assert {n for n, _, _ in steady.top_kernels} == {"gemm_fusion_dot", "fused_decode_attention_g16_d128_s3"}
+
+
+def test_kernel_time_exceeds_busy_time_by_the_overlap_of_early_launched_kernels():
+    """Each attention kernel starts 1.5 µs before its gemm ends (as under programmatic dependent launch): busy
+    time counts that once, the kernels' summed time twice; without overlap the two agree. The report prints
+    the difference."""
+    from benchmarks.report import _overlap
+
+    layers = 4
+    plain = steady_tick_stats(_timeline(10, layers, 10.0, 2.0, 1.0, 8.0), layers)
+    assert plain.kernel_ms_per_tick == pytest.approx(plain.busy_ms_per_tick)
+    early = _timeline(10, layers, 10.0, 2.0, 1.0, 8.0)
+    for e in early:
+        if "decode_attention" in e["name"]:
+            e["ts"] -= 2.5  # 1 µs gap before, now 1.5 µs inside the gemm
+    stats = steady_tick_stats(early, layers)
+    # every overlap inside the window counts: the window opens at an attention kernel, so the one gemm that
+    # began before it (and overlaps it) is outside
+    overlaps = stats.ticks * layers - 1
+    assert stats.kernel_ms_per_tick - stats.busy_ms_per_tick == pytest.approx(overlaps * 1.5 / stats.ticks / 1e3)
+    shown = _overlap({"kernel_ms_per_tick": 2.96, "busy_ms_per_tick": 2.81})
+    assert shown == ", 2.96 ms of kernel time: +0.15 ms overlapped" and _overlap({"busy_ms_per_tick": 1.0}) == ""
