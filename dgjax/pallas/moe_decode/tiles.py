@@ -211,7 +211,7 @@ def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None, rows=None) 
 
 def row_tiles(tile, op: Operand) -> tuple:
     """A [16, cols] tile of rows (non-packed weights) as `tile_dot` takes it: itself, or for fp8 under the float16
-    dot the `f16_rows` pair."""
+    dot the `f16_rows` pair (under the a8 dot the `e4m3_rows` pair)."""
     if not _f16_dot(op, tile.dtype):
         return (tile,)
     return e4m3_rows(tile) if fp8_dot() == "a8" else f16_rows(tile)
