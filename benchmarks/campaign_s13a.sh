@@ -4,7 +4,8 @@
 # one start before its predecessor ends; in every slow one (s11e x4, s12e a8, s12f's last three) by ~-0.01.
 # Same executables (cache hits) have landed on both sides. Here: the default three times, interleaved with
 # CUDA graphs off (XLA_FLAGS=--xla_gpu_enable_command_buffer=, every kernel a stream launch with its PDL
-# attribute) twice; decode_bench now prints "ms of kernel time: +X ms overlapped" beside busy time.
+# attribute) twice; decode_bench now prints "ms of kernel time: +X ms overlapped" beside busy time, and
+# which kernel pairs overlap, on the same stream (a PDL launch waiting) or on another (concurrent work).
 BUDGET_S=${BUDGET_S:-560}
 source benchmarks/campaign_lib.sh
 show() { grep -h "ms busy per tick" $OUT/$1/*.md | sed 's/.*steady ticks, //'; }

@@ -74,6 +74,8 @@ class TickStats:
     # programmatic dependent launch starts (and is timed from) before its predecessor ends. Every fast
     # qwen3-30b-a3b fp8 C1 run read 0.11-0.15 ms a tick more here than busy, every slow one ~0 (s12f).
     kernel_ms_per_tick: float | None = None
+    # Where kernels overlap: (earlier family, later family, same stream, µs per tick, times per tick).
+    overlaps: list[tuple[str, str, bool, float, float]] = dataclasses.field(default_factory=list)
 
 
 def kernel_family(name: str) -> str:
@@ -93,6 +95,25 @@ def top_kernels(events: list[dict], ticks: int, n: int = 15) -> list[tuple[str, 
     return [(k, us[k] / ticks, calls[k] / ticks) for k in ranked]
 
 
+def overlap_pairs(events: list[dict], ticks: int, n: int = 6) -> list[tuple[str, str, bool, float, float]]:
+    """The n kernel-family pairs that overlap most. A kernel starting before the latest end so far overlaps
+    the kernel that ends last: on the same stream that is a launch under programmatic dependent launch
+    waiting for its predecessor, on another stream concurrent work. (earlier family, later family, same
+    stream, µs per tick, times per tick); events sorted by start."""
+    us: dict[tuple[str, str, bool], float] = {}
+    count: dict[tuple[str, str, bool], int] = {}
+    last = None
+    for e in events:
+        if last is not None and e["ts"] < last["ts"] + last["dur"]:
+            key = (kernel_family(last["name"]), kernel_family(e["name"]), e.get("tid") == last.get("tid"))
+            us[key] = us.get(key, 0.0) + min(last["ts"] + last["dur"], e["ts"] + e["dur"]) - e["ts"]
+            count[key] = count.get(key, 0) + 1
+        if last is None or e["ts"] + e["dur"] > last["ts"] + last["dur"]:
+            last = e
+    ranked = sorted(us, key=us.get, reverse=True)[:n]
+    return [(*key, us[key] / ticks, count[key] / ticks) for key in ranked]
+
+
 def steady_tick_stats(events: list[dict], layers: int, max_ticks: int | None = None) -> TickStats | None:
     """Stats over the steady decode ticks of a trace, among the first `max_ticks` after the last prefill if
     given (None without at least 3 full decode ticks)."""
@@ -109,7 +130,7 @@ def steady_tick_stats(events: list[dict], layers: int, max_ticks: int | None = N
     busy = busy_us(inside, start, end)
     kernel_us = sum(min(e["ts"] + e["dur"], end) - e["ts"] for e in inside)
     return TickStats(ticks, wall / ticks / 1e3, busy / ticks / 1e3, 1.0 - busy / wall, len(inside) / ticks,
-                     top_kernels(inside, ticks), kernel_us / ticks / 1e3)
+                     top_kernels(inside, ticks), kernel_us / ticks / 1e3, overlap_pairs(inside, ticks))
 
 
 def trace_events(run: Callable[[], object], out_dir: str | None = None) -> list[dict]:

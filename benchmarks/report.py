@@ -136,6 +136,11 @@ def _kernel_tables(rows: list[dict]) -> list[str]:
                 "| kernel | µs/tick | calls/tick | of busy |", "|---|---|---|---|"]
         for name, us, calls in t["top_kernels"]:
             out.append(f"| `{name[:80]}` | {us:.1f} | {calls:.0f} | {_pct(us / 1e3 / t['busy_ms_per_tick'])} |")
+        if t.get("overlaps"):
+            out += ["", "Overlapping kernels (a kernel that starts before the previous one ends):", "",
+                    "| earlier | later | stream | µs/tick | times/tick |", "|---|---|---|---|---|"]
+            out += [f"| `{a[:60]}` | `{b[:60]}` | {'same' if same else 'other'} | {us:.1f} | {times:.1f} |"
+                    for a, b, same, us, times in t["overlaps"]]
     return out
 
 

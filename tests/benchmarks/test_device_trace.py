@@ -92,3 +92,24 @@ def test_kernel_time_exceeds_busy_time_by_the_overlap_of_early_launched_kernels(
     assert stats.kernel_ms_per_tick - stats.busy_ms_per_tick == pytest.approx(overlaps * 1.5 / stats.ticks / 1e3)
     shown = _overlap({"kernel_ms_per_tick": 2.96, "busy_ms_per_tick": 2.81})
     assert shown == ", 2.96 ms of kernel time: +0.15 ms overlapped" and _overlap({"busy_ms_per_tick": 1.0}) == ""
+
+
+def test_overlap_pairs_name_the_kernels_and_whether_they_share_a_stream():
+    """Two kernels on one stream, the second launched 3 µs before the first ends (PDL-like), and a kernel on a
+    second stream running 4 µs inside the first: each pair is named with its stream relation; the kernel
+    that started later but ended earlier does not hide the long one from the next."""
+    from benchmarks.device_trace import overlap_pairs
+    from benchmarks.report import _kernel_tables
+
+    events = [{"name": "gemm_fusion_dot.3", "ts": 0.0, "dur": 10.0, "tid": 1},
+              {"name": "loop_add_fusion.1", "ts": 2.0, "dur": 4.0, "tid": 2},
+              {"name": "fused_decode_attention_s3", "ts": 7.0, "dur": 5.0, "tid": 1}]
+    pairs = overlap_pairs(events, ticks=1)
+    assert pairs == [("gemm_fusion_dot", "loop_add_fusion", False, 4.0, 1.0),
+                     ("gemm_fusion_dot", "fused_decode_attention_s3", True, 3.0, 1.0)]
+    row = {"context": 1024, "concurrency": 1, "traced_ticks": {
+        "ticks": 1, "busy_ms_per_tick": 0.012, "kernel_ms_per_tick": 0.019, "overlaps": pairs,
+        "top_kernels": [("gemm_fusion_dot", 10.0, 1.0)]}}
+    text = "\n".join(_kernel_tables([row]))
+    assert "| `gemm_fusion_dot` | `fused_decode_attention_s3` | same | 3.0 | 1.0 |" in text
+    assert "| `gemm_fusion_dot` | `loop_add_fusion` | other | 4.0 | 1.0 |" in text
