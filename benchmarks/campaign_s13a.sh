@@ -8,7 +8,8 @@
 # which kernel pairs overlap, on the same stream (a PDL launch waiting) or on another (concurrent work).
 BUDGET_S=${BUDGET_S:-560}
 source benchmarks/campaign_lib.sh
-show() { grep -h "ms busy per tick" $OUT/$1/*.md | sed 's/.*steady ticks, //'; }
+show() { grep -h "ms busy per tick" $OUT/$1/*.md | sed 's/.*steady ticks, //'
+         grep -h -A9 "Overlapping kernels" $OUT/$1/*.md | grep '^| `' | head -4; }
 for i in 1 2 3; do
   run qwen3_$i 110 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1; show qwen3_$i
   [ $i -lt 3 ] && { XLA_FLAGS=--xla_gpu_enable_command_buffer= run qwen3_nograph_$i 110 --preset qwen3-30b-a3b \
