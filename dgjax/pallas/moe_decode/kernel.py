@@ -81,19 +81,20 @@ class Config:
 FP8_SMALL_BATCH = Config(Launch(64, 128, 2, unroll=2), Launch(64, 128, 1))
 FP8_SMALL_BATCH_TOKENS = 2
 # Session 9 (DGJAX_MOE_FP8_WIDE=on, the default): both stages take 128-column blocks (16 KB per K step, the
-# bytes of a 64-column bf16 step); gate/up splits K until about one program per SM is live, down stays
-# unsplit. The wide-tile sweep on the H200 (benchmarks/launch_sweep.py --wide, 2026-12-01-s9e-*), per layer
+# bytes of a 64-column bf16 step); gate/up splits K until about one program per SM is live, a short down
+# stays unsplit. The wide-tile sweep on the H200 (benchmarks/launch_sweep.py --wide, 2026-12-01-s9e-*), per layer
 # at 2 rows on 8 experts: qwen3-30b-a3b gate/up s4 + down s1 23.6 µs (FP8_SMALL_BATCH 24.8; best 23.0 with
-# down s2); glm-4.5-air gate/up s2 + down s1 55.2 µs (best; 61.4). Why down stays unsplit: in the engine
-# (s9f) a split down turned each layer's residual-add fusion into a reduce fusion (+13 µs per tick) and the
-# qwen3 tick got longer (336.0 vs 356.8 tok/s) though its kernels took 80 µs less (longer downs: LONG_DOWN_STEPS).
+# down s2); glm-4.5-air gate/up s2 + down s1 55.2 µs (best; 61.4). Why qwen3's down stays unsplit: in the
+# engine (s9f) a split down turned each layer's residual-add fusion into a reduce fusion (+13 µs per tick) and
+# the qwen3 tick got longer (336.0 vs 356.8 tok/s) though its kernels took 80 µs less; s12f's pairs (331.9 /
+# 331.4 split against 364.1 / 330.2) did not decide it either. Longer downs split: LONG_DOWN_STEPS below.
 FP8_WIDE_BLOCK_N = 128
 FP8_WIDE_ENV_VAR = "DGJAX_MOE_FP8_WIDE"
 # The wide down stage in K splits: 2 where it has at least LONG_DOWN_STEPS 128-wide steps, else 1;
 # $DGJAX_MOE_DOWN_SPLITS overrides. glm-4.5-air's 11-step down took 21.8 µs a layer in 2 (6 + 5 steps)
 # against 23.5-25.2 unsplit in the s11c sweep, and the engine followed (s12b, two interleaved pairs on
 # glm-4.5-air fp8 C1: 169.0 / 168.6 tok/s, device 5.98 / 5.96 ms a tick, against 165.6 / 158.2 and 6.08 /
-# 6.20; moe_down 792 against 970 µs a tick). qwen3-30b-a3b's 6-step down lost split in the engine (s9f).
+# 6.20; moe_down 792 against 970 µs a tick).
 LONG_DOWN_STEPS = 10
 DOWN_SPLITS_ENV_VAR = "DGJAX_MOE_DOWN_SPLITS"
 
