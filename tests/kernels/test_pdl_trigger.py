@@ -1,0 +1,97 @@
+"""dgjax/pallas/pdl: with DGJAX_PDL_TRIGGER=on a Pallas kernel lowered for CUDA reads its program id through
+`griddepcontrol.launch_dependents`; off (the default) it does not; interpreted kernels are untouched either
+way; a bad value is refused by name."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from dgjax.pallas import pdl
+
+
+def _double(x_ref, o_ref):
+    idx = pl.program_id(0) * 128 + lax.broadcasted_iota(jnp.int32, (128,), 0)
+    plgpu.store(o_ref.at[idx], plgpu.load(x_ref.at[idx]) * 2)
+
+
+def _call(interpret: bool):
+    return pl.pallas_call(_double, grid=(4,), out_shape=jax.ShapeDtypeStruct((512,), jnp.float32),
+                          in_specs=[pl.BlockSpec((512,), lambda i: (0,))],
+                          out_specs=pl.BlockSpec((512,), lambda i: (0,)), interpret=interpret,
+                          compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=1))
+
+
+def _ttir() -> str:
+    from jax._src.pallas.triton import lowering
+
+    found = []
+    lower = lowering.lower_jaxpr_to_triton_module
+
+    def grab(*args, **kwargs):
+        result = lower(*args, **kwargs)
+        found.append(str(result.module))
+        return result
+
+    lowering.lower_jaxpr_to_triton_module = grab
+    try:
+        jax.jit(_call(False)).trace(jax.ShapeDtypeStruct((512,), jnp.float32)).lower(lowering_platforms=("cuda",))
+    finally:
+        lowering.lower_jaxpr_to_triton_module = lower
+    (text,) = found
+    return text
+
+
+@pytest.fixture
+def trigger(monkeypatch):
+    def set_mode(mode: str | None):
+        if mode is None:
+            monkeypatch.delenv(pdl.ENV_VAR, raising=False)
+        else:
+            monkeypatch.setenv(pdl.ENV_VAR, mode)
+        jax.clear_caches()
+
+    yield set_mode
+    jax.clear_caches()
+
+
+def test_switch_on_reads_the_program_id_through_the_trigger_and_off_does_not(trigger):
+    assert pdl.install()  # installed at import already: idempotent
+    trigger("on")
+    on = _ttir()
+    assert "griddepcontrol.launch_dependents" in on and "tt.elementwise_inline_asm" in on
+    asm_line = next(line for line in on.splitlines() if "elementwise_inline_asm" in line)
+    assert "tt.get_program_id" in on and ": i32 -> i32" in asm_line  # the scalar id passes through
+    for mode in (None, "off"):
+        trigger(mode)
+        assert "griddepcontrol" not in _ttir()
+
+
+def test_interpreted_kernels_are_untouched_and_bad_values_are_refused(trigger):
+    x = jnp.arange(512, dtype=jnp.float32)
+    trigger("on")
+    np.testing.assert_array_equal(np.asarray(_call(True)(x)), 2 * np.arange(512))
+    trigger("sometimes")
+    with pytest.raises(ValueError, match=pdl.ENV_VAR):
+        _ttir()
+
+
+def test_engine_kernels_lower_to_valid_modules_with_the_trigger(trigger, verified_triton_lowering):
+    """The fp8 GEMV and both MoE decode stages at qwen3-30b-a3b shapes: every module verifies and triggers."""
+    from benchmarks import ptx_census
+    from dgjax.pallas.quant_gemv import kernel as quant_gemv
+    from dgjax.quant import Fp8BlockWeight
+
+    trigger("on")
+    spec = jax.ShapeDtypeStruct
+    node = Fp8BlockWeight(weight=spec((5120, 2048), jnp.float8_e4m3fn), scale=spec((40, 16), jnp.float32),
+                          shape=(2048, 5120), in_dims=1, expert_dims=0)
+    jax.jit(quant_gemv.quant_gemv).trace(spec((2, 2048), jnp.bfloat16), node).lower(lowering_platforms=("cuda",))
+    modules = ptx_census.triton_modules("qwen3-30b-a3b", "fp8", 2)
+    assert verified_triton_lowering and all(verified_triton_lowering)
+    assert len(modules) == 2 and all("griddepcontrol.launch_dependents" in t for t in modules.values())
