@@ -13,32 +13,17 @@ to a float32 accumulator after scaling it: the block-wise promotion DeepSeek-V3 
 
 from __future__ import annotations
 
-import functools
-
 import jax.numpy as jnp
 from jax import lax
 
+from dgjax.pallas.lowering_hooks import wrap_triton_rule
+
 _FP8 = (jnp.dtype(jnp.float8_e4m3fn), jnp.dtype(jnp.float8_e5m2))
-_installed = False
 
 
-def install() -> bool:
-    """Wrap Pallas-Triton's dot_general lowering so fp8 x fp8 dots carry maxNumImpreciseAcc = K. Idempotent;
-    False where this JAX's Pallas has no Triton lowering table to wrap (the dots then stay as they were)."""
-    global _installed
-    if _installed:
-        return True
-    try:
-        from jax._src.lib.mlir import ir
-        from jax._src.pallas.triton import lowering
-    except ImportError:
-        return False
-    rules = getattr(lowering, "triton_lowering_rules", None)
-    if rules is None or lax.dot_general_p not in rules:
-        return False
-    inner = rules[lax.dot_general_p]
+def _mark_fp8_dots(inner):
+    from jax._src.lib.mlir import ir
 
-    @functools.wraps(inner)
     def rule(ctx, a, b, **params):
         out = inner(ctx, a, b, **params)
         if all(jnp.dtype(aval.dtype) in _FP8 for aval in ctx.avals_in):
@@ -49,6 +34,10 @@ def install() -> bool:
                 op.attributes["maxNumImpreciseAcc"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), k)
         return out
 
-    rules[lax.dot_general_p] = rule
-    _installed = True
-    return True
+    return rule
+
+
+def install() -> bool:
+    """Wrap Pallas-Triton's dot_general lowering so fp8 x fp8 dots carry maxNumImpreciseAcc = K. Idempotent;
+    False where this JAX's Pallas has no Triton lowering to wrap (the dots then stay as they were)."""
+    return wrap_triton_rule("fp8_mma", lambda: lax.dot_general_p, _mark_fp8_dots)

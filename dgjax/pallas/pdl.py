@@ -18,13 +18,11 @@ instruction needs sm_90 or newer: leave the switch off on older GPUs.
 
 from __future__ import annotations
 
-import functools
-
 from dgjax.pallas.launch import choose_impl
+from dgjax.pallas.lowering_hooks import wrap_triton_rule
 
 ENV_VAR = "DGJAX_PDL_TRIGGER"
 TRIGGER_ASM = "griddepcontrol.launch_dependents;\n\tmov.u32 $0, $1;"  # the id passes through unchanged
-_installed = False
 
 
 def trigger_enabled() -> bool:
@@ -32,24 +30,9 @@ def trigger_enabled() -> bool:
     return choose_impl(None, ENV_VAR, ("off", "on"), "pdl trigger", default="off") == "on"
 
 
-def install() -> bool:
-    """Wrap Pallas-Triton's program_id lowering so that, with the switch on, the id comes out of the trigger's
-    inline asm (a data dependency the compiler keeps). Idempotent; False where this JAX has no such rule."""
-    global _installed
-    if _installed:
-        return True
-    try:
-        from jax._src.lib.triton import dialect as tt_dialect
-        from jax._src.pallas import primitives
-        from jax._src.pallas.triton import lowering
-    except ImportError:
-        return False
-    rules = getattr(lowering, "triton_lowering_rules", None)
-    if rules is None or primitives.program_id_p not in rules:
-        return False
-    inner = rules[primitives.program_id_p]
+def _trigger_first(inner):
+    from jax._src.lib.triton import dialect as tt_dialect
 
-    @functools.wraps(inner)
     def rule(ctx, **params):
         pid = inner(ctx, **params)
         if not trigger_enabled():
@@ -57,6 +40,16 @@ def install() -> bool:
         return tt_dialect.elementwise_inline_asm([pid.type], TRIGGER_ASM, constraints="=r,r", pure=True,
                                                  packed_element=1, args=[pid])
 
-    rules[primitives.program_id_p] = rule
-    _installed = True
-    return True
+    return rule
+
+
+def _program_id_primitive():
+    from jax._src.pallas import primitives
+
+    return primitives.program_id_p
+
+
+def install() -> bool:
+    """Wrap Pallas-Triton's program_id lowering so that, with the switch on, the id comes out of the trigger's
+    inline asm (a data dependency the compiler keeps). Idempotent; False where this JAX has no such rule."""
+    return wrap_triton_rule("pdl_trigger", _program_id_primitive, _trigger_first)

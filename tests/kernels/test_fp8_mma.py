@@ -16,6 +16,7 @@ from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas import fp8_mma
 from dgjax.quant import fp8_block
+from triton_text import cuda_triton_modules  # tests/kernels is on sys.path
 
 
 def _dot_kernel(a_ref, b_ref, o_ref):
@@ -29,23 +30,9 @@ def _call(m, n, interpret=False):
 
 def _ttir_dots(dtype, m=128, n=16, k=64) -> list[str]:
     """The tt.dot lines of the Triton module a [m, k] x [n, k]^T dot in `dtype` lowers to for CUDA."""
-    from jax._src.pallas.triton import lowering
-
-    found = []
-    lower = lowering.lower_jaxpr_to_triton_module
-
-    def grab(*args, **kwargs):
-        result = lower(*args, **kwargs)
-        found.append(str(result.module))
-        return result
-
-    lowering.lower_jaxpr_to_triton_module = grab
-    try:
-        spec = jax.ShapeDtypeStruct
-        jax.jit(_call(m, n)).trace(spec((m, k), dtype), spec((n, k), dtype)).lower(lowering_platforms=("cuda",))
-    finally:
-        lowering.lower_jaxpr_to_triton_module = lower
-    return [line for text in found for line in text.splitlines() if "tt.dot" in line]
+    spec = jax.ShapeDtypeStruct
+    texts = cuda_triton_modules(_call(m, n), spec((m, k), dtype), spec((n, k), dtype))
+    return [line for text in texts for line in text.splitlines() if "tt.dot" in line]
 
 
 def test_fp8_dots_carry_their_k_as_imprecise_accumulation_and_others_do_not():

@@ -13,6 +13,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas import pdl
+from triton_text import cuda_triton_modules  # tests/kernels is on sys.path
 
 
 def _double(x_ref, o_ref):
@@ -28,22 +29,7 @@ def _call(interpret: bool):
 
 
 def _ttir() -> str:
-    from jax._src.pallas.triton import lowering
-
-    found = []
-    lower = lowering.lower_jaxpr_to_triton_module
-
-    def grab(*args, **kwargs):
-        result = lower(*args, **kwargs)
-        found.append(str(result.module))
-        return result
-
-    lowering.lower_jaxpr_to_triton_module = grab
-    try:
-        jax.jit(_call(False)).trace(jax.ShapeDtypeStruct((512,), jnp.float32)).lower(lowering_platforms=("cuda",))
-    finally:
-        lowering.lower_jaxpr_to_triton_module = lower
-    (text,) = found
+    (text,) = cuda_triton_modules(_call(False), jax.ShapeDtypeStruct((512,), jnp.float32))
     return text
 
 
