@@ -1,7 +1,7 @@
 # Prepared in session 12 for session 13 (~8 min): early PDL triggers in every Pallas kernel (DGJAX_PDL_TRIGGER=on,
-# dgjax/pallas/pdl.py). XLA's own kernels wait for their predecessor at entry and its Triton GEMMs trigger
-# their dependents early; Pallas kernels never trigger, so the kernel after each one is admitted only when it
-# has exited. 1) correctness on the GPU with the trigger on: the MoE decode kernels against ref.py at
+# dgjax/pallas/pdl.py). XLA's kernels wait for their predecessor at entry, and in a deviceless compile
+# (jax 0.10.2) none triggers its dependents early, Pallas kernels included, so the kernel after each one is
+# admitted only when it has exited. 1) correctness on the GPU with the trigger on: the MoE decode kernels against ref.py at
 # qwen3-30b-a3b fp8 shapes (chained calls in one executable); 2) qwen3-30b-a3b fp8 C1 (6 Pallas kernels a
 # layer) and llama-3.1-8b C1 (2) with the trigger off and on, interleaved twice. Adopt if both pairs agree.
 BUDGET_S=${BUDGET_S:-570}

@@ -1,13 +1,14 @@
 """Early programmatic-dependent-launch triggers in every Pallas-Triton kernel (DGJAX_PDL_TRIGGER=on, Hopper+).
 
 Why: XLA launches the decode tick's kernels with programmatic dependent launch (PDL) inside its CUDA graphs and
-puts `griddepcontrol.wait` at each kernel's entry, its Triton GEMMs also triggering their dependents early
-(after their last dot). Pallas kernels never trigger, so the kernel after one is admitted only once every
-program of it has exited: a launch gap on every edge out of a Pallas kernel (6 of qwen3-30b-a3b fp8's ~16
-kernels a layer). With the switch on, each Pallas kernel's first read of its program id runs
-`griddepcontrol.launch_dependents` first, so the next kernel's programs may be scheduled while this one
-works; they still wait (at their entry) for this kernel to finish and its writes to be visible, so results do
-not change. Whether it pays is for the GPU to say: early programs hold SM resources while they wait.
+puts `griddepcontrol.wait` at each kernel's entry, Pallas kernels included. Nothing in a deviceless compile of
+the qwen3-30b-a3b fp8 tick (jax 0.10.2) triggers its dependents early (newer XLA can add triggers after the
+last dot of its own Triton GEMMs), so the kernel after one is admitted only once every program of it has
+exited: a launch gap on every edge, 6 of qwen3-30b-a3b fp8's ~16 kernels a layer being Pallas kernels. With
+the switch on, every read of a Pallas kernel's program id runs `griddepcontrol.launch_dependents` first (after
+XLA's entry wait, before any load: benchmarks/results/2026-12-02-s12-pdl-trigger-deviceless.md), so the next
+kernel's programs may be scheduled while this one works; they still wait (at their entry) for this kernel to
+finish and its writes to be visible, so results do not change. Whether it pays is for the GPU to say: early programs hold SM resources while they wait.
 Traces of fast and slow runs of the same executables differ by exactly such overlap (benchmarks/results/
 2026-12-02-session12-summary.md, section 5).
 

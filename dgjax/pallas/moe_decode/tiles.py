@@ -212,7 +212,7 @@ def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None, rows=None) 
 def row_tiles(tile, op: Operand) -> tuple:
     """A [16, cols] tile of rows (non-packed weights) as `tile_dot` takes it: itself, or for fp8 under the float16
     dot the `f16_rows` pair (under the a8 dot the `e4m3_rows` pair)."""
-    if not _f16_dot(op, tile.dtype):
+    if not _scaled_rows_dot(op, tile.dtype):
         return (tile,)
     return e4m3_rows(tile) if fp8_dot() == "a8" else f16_rows(tile)
 
@@ -289,7 +289,7 @@ def fp8_dot() -> str:
     return choice
 
 
-def _f16_dot(op: Operand, x_dtype) -> bool:
+def _scaled_rows_dot(op: Operand, x_dtype) -> bool:
     """Whether fp8 tiles meet rescaled x rows (f16, or e4m3 for "a8") rather than x itself."""
     return op.fmt == "fp8" and jnp.dtype(x_dtype) != jnp.float32 and fp8_dot() in ("f16", "swap", "a8")
 
@@ -305,7 +305,7 @@ def swapped(op: Operand, x_dtype) -> bool:
     fp8 C1 319.3 vs 355.9 tok/s (device 3.20 vs 2.90 ms per tick), every swept fp8 launch slower (its
     weight tile reaches registers 2 bytes per shared-memory load), so the tensor-core instruction was not
     what bounds the fp8 tiles. It stays for A/B."""
-    return _f16_dot(op, x_dtype) and fp8_dot() in ("swap", "a8")
+    return _scaled_rows_dot(op, x_dtype) and fp8_dot() in ("swap", "a8")
 
 
 def acc_zeros(op: Operand, x_dtype, bn: int):
@@ -370,7 +370,7 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
         scale = plgpu.load(s_ref.at[(expert * nb + lax.div(cols, sb_n)) * kb + lax.div(k0, sb_k)])
         if len(xs) == 1:
             return plgpu.dot(xs[0], raw.astype(dtype), trans_b=True) * scale[None, :]
-        x16, row_scale = xs  # the float16 (or e4m3, for a8) dot (x_tiles)
+        x16, row_scale = xs  # the float16 dot's rows (x_tiles); e4m3 rows under a8
         if fp8_dot() == "a8":  # both e4m3: wgmma e4m3 (fp8_mma), [bn, 16]
             return plgpu.dot(raw, x16, trans_b=True) * scale[:, None] * row_scale[None, :]
         if fp8_dot() == "swap":  # [bn, 16]: see `swapped`
