@@ -1,4 +1,4 @@
-"""Early programmatic-dependent-launch triggers in every Pallas-Triton kernel (DGJAX_PDL_TRIGGER=on, Hopper+).
+"""Early programmatic-dependent-launch triggers in every Pallas-Triton kernel (default on CUDA sm_90+).
 
 Why: XLA launches the decode tick's kernels with programmatic dependent launch (PDL) inside its CUDA graphs and
 puts `griddepcontrol.wait` at each kernel's entry, Pallas kernels included. Nothing in a deviceless compile of
@@ -8,13 +8,16 @@ exited: a launch gap on every edge, 6 of qwen3-30b-a3b fp8's ~16 kernels a layer
 the switch on, every read of a Pallas kernel's program id runs `griddepcontrol.launch_dependents` first (after
 XLA's entry wait, before any load: benchmarks/results/2026-12-02-s12-pdl-trigger-deviceless.md), so the next
 kernel's programs may be scheduled while this one works; they still wait (at their entry) for this kernel to
-finish and its writes to be visible, so results do not change. Whether it pays is for the GPU to say: early programs hold SM resources while they wait.
-Traces of fast and slow runs of the same executables differ by exactly such overlap (benchmarks/results/
-2026-12-02-session12-summary.md, section 5).
+finish and its writes to be visible, so results do not change. Measured on the H200 (benchmarks/results/
+2026-12-02-s13c-pdl-trigger.md, interleaved pairs in one call): llama-3.1-8b C1 232.0 / 232.0 tok/s against
+231.0 / 230.8 off; qwen3-30b-a3b fp8 C1 360.6 / 360.5 against 362.4 / 328.6 off, the trigger removing the
+slow mode that session 12 traced to missing kernel overlap (2026-12-02-session12-summary.md, section 5).
 
 `install()` wraps the Pallas-Triton lowering of `program_id` once (at import of dgjax.pallas); the switch is
 read when a kernel is lowered, so interpreted kernels (no Triton lowering) are never affected. The PTX
-instruction needs sm_90 or newer: leave the switch off on older GPUs.
+instruction needs sm_90 or newer, so "auto" (the default) triggers only where the lowering targets CUDA at
+compute capability >= 9.0 (Pallas assumes 9.0 when it lowers for CUDA without a GPU); "on" forces it, "off"
+turns it off.
 """
 
 from __future__ import annotations
@@ -26,9 +29,16 @@ ENV_VAR = "DGJAX_PDL_TRIGGER"
 TRIGGER_ASM = "griddepcontrol.launch_dependents;\n\tmov.u32 $0, $1;"  # the id passes through unchanged
 
 
-def trigger_enabled() -> bool:
-    """$DGJAX_PDL_TRIGGER: "off" (default) or "on"."""
-    return choose_impl(None, ENV_VAR, ("off", "on"), "pdl trigger", default="off") == "on"
+MIN_COMPUTE_CAPABILITY = 90  # griddepcontrol is PTX for sm_90+
+
+
+def trigger_enabled(platform: str = "cuda", compute_capability: int | None = MIN_COMPUTE_CAPABILITY) -> bool:
+    """$DGJAX_PDL_TRIGGER: "auto" (default: on for CUDA at sm_90+), "on" or "off", for a kernel lowered for
+    `platform` at `compute_capability` (Pallas' int form, 90 for 9.0; None where unknown or ROCm)."""
+    mode = choose_impl(None, ENV_VAR, ("auto", "on", "off"), "pdl trigger", default="auto")
+    if mode == "auto":
+        return platform == "cuda" and (compute_capability or 0) >= MIN_COMPUTE_CAPABILITY
+    return mode == "on"
 
 
 def _trigger_first(inner):
@@ -36,7 +46,7 @@ def _trigger_first(inner):
 
     def rule(ctx, **params):
         pid = inner(ctx, **params)
-        if not trigger_enabled():
+        if not trigger_enabled(ctx.context.platform, ctx.context.compute_capability):
             return pid
         return tt_dialect.elementwise_inline_asm([pid.type], TRIGGER_ASM, constraints="=r,r", pure=True,
                                                  packed_element=1, args=[pid])
