@@ -22,23 +22,38 @@ turns it off.
 
 from __future__ import annotations
 
+import os
+
 from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.lowering_hooks import wrap_triton_rule
 
 ENV_VAR = "DGJAX_PDL_TRIGGER"
 TRIGGER_ASM = "griddepcontrol.launch_dependents;\n\tmov.u32 $0, $1;"  # the id passes through unchanged
-
-
 MIN_COMPUTE_CAPABILITY = 90  # griddepcontrol is PTX for sm_90+
+MODES = ("auto", "on", "off")
+KERNELS = "kernels:"  # DGJAX_PDL_TRIGGER=kernels:fused_decode_attention,split_merge
 
 
-def trigger_enabled(platform: str = "cuda", compute_capability: int | None = MIN_COMPUTE_CAPABILITY) -> bool:
-    """$DGJAX_PDL_TRIGGER: "auto" (default: on for CUDA at sm_90+), "on" or "off", for a kernel lowered for
-    `platform` at `compute_capability` (Pallas' int form, 90 for 9.0; None where unknown or ROCm)."""
-    mode = choose_impl(None, ENV_VAR, ("auto", "on", "off"), "pdl trigger", default="auto")
+def trigger_enabled(platform: str = "cuda", compute_capability: int | None = MIN_COMPUTE_CAPABILITY,
+                    kernel: str = "") -> bool:
+    """$DGJAX_PDL_TRIGGER for a kernel named `kernel`, lowered for `platform` at `compute_capability` (Pallas'
+    int form, 90 for 9.0; None where unknown or ROCm): "auto" (default: on for CUDA at sm_90+), "on", "off",
+    or "kernels:" and comma-separated kernel-name prefixes (auto, but only in kernels whose name starts with
+    one: for A/B of which kernels should trigger)."""
+    raw = os.environ.get(ENV_VAR, "").strip()
+    if raw.startswith(KERNELS):
+        prefixes = tuple(p.strip() for p in raw[len(KERNELS):].split(",") if p.strip())
+        if not prefixes:
+            raise ValueError(f"{ENV_VAR}={raw!r} names no kernel-name prefix after {KERNELS!r}")
+        return _capable(platform, compute_capability) and kernel.startswith(prefixes)
+    mode = choose_impl(None, ENV_VAR, MODES, "pdl trigger", default="auto")
     if mode == "auto":
-        return platform == "cuda" and (compute_capability or 0) >= MIN_COMPUTE_CAPABILITY
+        return _capable(platform, compute_capability)
     return mode == "on"
+
+
+def _capable(platform: str, compute_capability: int | None) -> bool:
+    return platform == "cuda" and (compute_capability or 0) >= MIN_COMPUTE_CAPABILITY
 
 
 def _trigger_first(inner):
@@ -46,7 +61,7 @@ def _trigger_first(inner):
 
     def rule(ctx, **params):
         pid = inner(ctx, **params)
-        if not trigger_enabled(ctx.context.platform, ctx.context.compute_capability):
+        if not trigger_enabled(ctx.context.platform, ctx.context.compute_capability, ctx.context.name):
             return pid
         return tt_dialect.elementwise_inline_asm([pid.type], TRIGGER_ASM, constraints="=r,r", pure=True,
                                                  packed_element=1, args=[pid])

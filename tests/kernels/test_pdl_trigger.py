@@ -94,3 +94,17 @@ def test_engine_kernels_lower_to_valid_modules_with_the_trigger(trigger, verifie
     modules = ptx_census.triton_modules("qwen3-30b-a3b", "fp8", 2)
     assert verified_triton_lowering and all(verified_triton_lowering)
     assert len(modules) == 2 and all("griddepcontrol.launch_dependents" in t for t in modules.values())
+
+
+def test_a_kernel_list_triggers_only_in_kernels_whose_name_starts_with_one(trigger):
+    trigger("kernels:fused_decode_attention, split_merge")
+    assert pdl.trigger_enabled("cuda", 90, "fused_decode_attention_g16_d128_bk64_s17")
+    assert pdl.trigger_enabled("cuda", 90, "split_merge_s17_g16_d128")
+    assert not pdl.trigger_enabled("cuda", 90, "moe_gate_up_fp8_t2_bn128_bk128_s4_w4_st3")
+    assert not pdl.trigger_enabled("cuda", 80, "split_merge_s17_g16_d128")  # still sm_90+ only
+    assert "griddepcontrol" not in _ttir()  # the test kernel `_double` is not listed
+    trigger("kernels:_dou,_double")
+    assert "griddepcontrol.launch_dependents" in _ttir()
+    trigger("kernels:")
+    with pytest.raises(ValueError, match="names no kernel-name prefix"):
+        pdl.trigger_enabled("cuda", 90, "x")
