@@ -1,4 +1,4 @@
-"""Early programmatic-dependent-launch triggers in every Pallas-Triton kernel (default on CUDA sm_90+).
+"""Early programmatic-dependent-launch triggers in Pallas-Triton kernels (DGJAX_PDL_TRIGGER, default off).
 
 Why: XLA launches the decode tick's kernels with programmatic dependent launch (PDL) inside its CUDA graphs and
 puts `griddepcontrol.wait` at each kernel's entry, Pallas kernels included. Nothing in a deviceless compile of
@@ -9,15 +9,16 @@ the switch on, every read of a Pallas kernel's program id runs `griddepcontrol.l
 XLA's entry wait, before any load: benchmarks/results/2026-12-02-s12-pdl-trigger-deviceless.md), so the next
 kernel's programs may be scheduled while this one works; they still wait (at their entry) for this kernel to
 finish and its writes to be visible, so results do not change. Measured on the H200 (benchmarks/results/
-2026-12-02-s13c-pdl-trigger.md, interleaved pairs in one call): llama-3.1-8b C1 232.0 / 232.0 tok/s against
-231.0 / 230.8 off; qwen3-30b-a3b fp8 C1 360.6 / 360.5 against 362.4 / 328.6 off, the trigger removing the
-slow mode that session 12 traced to missing kernel overlap (2026-12-02-session12-summary.md, section 5).
+2026-12-02-s13-pdl-trigger.md, interleaved pairs): llama-3.1-8b C1 232.0 / 232.0 tok/s against 231.0 / 230.8
+without, but glm-4.5-air fp8 C1 166.6, 164.2, 164.2 against 169.1, 167.7, 167.6 and qwen3-30b-a3b fp8 C1 at
+most even (its fast/slow modes persist either way). So the trigger stays off by default; "auto" takes it where
+the GPU can, "kernels:<prefixes>" only in the named kernels (for A/B of which kernels should trigger).
 
 `install()` wraps the Pallas-Triton lowering of `program_id` once (at import of dgjax.pallas); the switch is
 read when a kernel is lowered, so interpreted kernels (no Triton lowering) are never affected. The PTX
-instruction needs sm_90 or newer, so "auto" (the default) triggers only where the lowering targets CUDA at
-compute capability >= 9.0 (Pallas assumes 9.0 when it lowers for CUDA without a GPU); "on" forces it, "off"
-turns it off.
+instruction needs sm_90 or newer, so "auto" triggers only where the lowering targets CUDA at compute
+capability >= 9.0 (Pallas assumes 9.0 when it lowers for CUDA without a GPU); "on" forces it; "off" (default)
+leaves kernels as Pallas lowers them.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ KERNELS = "kernels:"  # DGJAX_PDL_TRIGGER=kernels:fused_decode_attention,split_m
 def trigger_enabled(platform: str = "cuda", compute_capability: int | None = MIN_COMPUTE_CAPABILITY,
                     kernel: str = "") -> bool:
     """$DGJAX_PDL_TRIGGER for a kernel named `kernel`, lowered for `platform` at `compute_capability` (Pallas'
-    int form, 90 for 9.0; None where unknown or ROCm): "auto" (default: on for CUDA at sm_90+), "on", "off",
+    int form, 90 for 9.0; None where unknown or ROCm): "off" (default), "auto" (on for CUDA at sm_90+), "on",
     or "kernels:" and comma-separated kernel-name prefixes (auto, but only in kernels whose name starts with
     one: for A/B of which kernels should trigger)."""
     raw = os.environ.get(ENV_VAR, "").strip()
@@ -46,7 +47,7 @@ def trigger_enabled(platform: str = "cuda", compute_capability: int | None = MIN
         if not prefixes:
             raise ValueError(f"{ENV_VAR}={raw!r} names no kernel-name prefix after {KERNELS!r}")
         return _capable(platform, compute_capability) and kernel.startswith(prefixes)
-    mode = choose_impl(None, ENV_VAR, MODES, "pdl trigger", default="auto")
+    mode = choose_impl(None, ENV_VAR, MODES, "pdl trigger", default="off")
     if mode == "auto":
         return _capable(platform, compute_capability)
     return mode == "on"

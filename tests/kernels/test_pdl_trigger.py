@@ -1,7 +1,7 @@
-"""dgjax/pallas/pdl: a Pallas kernel lowered for CUDA sm_90+ reads its program id through
-`griddepcontrol.launch_dependents` by default (auto) and with DGJAX_PDL_TRIGGER=on; off it does not; auto
-leaves older GPUs and ROCm alone; interpreted kernels are untouched either way; a bad value is refused by
-name."""
+"""dgjax/pallas/pdl: with DGJAX_PDL_TRIGGER=auto or on, a Pallas kernel lowered for CUDA sm_90+ reads its
+program id through `griddepcontrol.launch_dependents`; off (the default) it does not; auto leaves older GPUs
+and ROCm alone; a kernel list limits it to the named kernels; interpreted kernels are untouched either way;
+a bad value is refused by name."""
 
 from __future__ import annotations
 
@@ -47,21 +47,24 @@ def trigger(monkeypatch):
     jax.clear_caches()
 
 
-def test_default_and_on_read_the_program_id_through_the_trigger_and_off_does_not(trigger):
+def test_auto_and_on_read_the_program_id_through_the_trigger_and_the_default_does_not(trigger):
     """Lowered for CUDA without a GPU, Pallas targets compute capability 9.0, where auto triggers."""
     assert pdl.install()  # installed at import already: idempotent
-    for mode in (None, "auto", "on"):
+    for mode in ("auto", "on"):
         trigger(mode)
         text = _ttir()
         assert "griddepcontrol.launch_dependents" in text and "tt.elementwise_inline_asm" in text, mode
         asm_line = next(line for line in text.splitlines() if "elementwise_inline_asm" in line)
         assert "tt.get_program_id" in text and ": i32 -> i32" in asm_line  # the scalar id passes through
-    trigger("off")
-    assert "griddepcontrol" not in _ttir()
+    for mode in (None, "off"):
+        trigger(mode)
+        assert "griddepcontrol" not in _ttir()
 
 
 def test_auto_triggers_only_for_cuda_at_sm90_or_newer(trigger):
     trigger(None)
+    assert not pdl.trigger_enabled("cuda", 90)  # off by default
+    trigger("auto")
     assert pdl.trigger_enabled("cuda", 90) and pdl.trigger_enabled("cuda", 100)
     assert not pdl.trigger_enabled("cuda", 89) and not pdl.trigger_enabled("cuda", 80)
     assert not pdl.trigger_enabled("rocm", None) and not pdl.trigger_enabled("cuda", None)
