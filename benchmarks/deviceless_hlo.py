@@ -43,6 +43,7 @@ from benchmarks.dump_decode_hlo import entry_launches, layer_launches  # noqa: E
 from benchmarks.presets import PRESETS, write_model_dir  # noqa: E402
 from dgjax.config import EngineConfig, ModelConfig  # noqa: E402
 from dgjax.runtime import param_packing, steps  # noqa: E402
+from dgjax.pallas import pdl  # noqa: E402
 from dgjax.runtime.loading import load_model  # noqa: E402
 
 # The H200 as XLA's GPU compiler sees it (132 SMs, sm_90, 50 MiB L2): numbers from its device query.
@@ -127,7 +128,7 @@ def decode_hlo(preset: str, quantize: str | None, layers: int, width: int, targe
             arg((width,), jnp.bool_), sampling)
     fn = param_packing.taking_packed(steps.bind(steps.decode_tick, family=ex.family, cfg=ex.cfg, num_top=0))
     out_sh = (jax.tree.map(lambda a: a.sharding, s_abs), repl)
-    with backend_says_gpu() if target == "h200" else contextlib.nullcontext():
+    with backend_says_gpu() if target == "h200" else contextlib.nullcontext(), pdl.model_default(ex.pdl_mode):
         lowered = jax.jit(fn, donate_argnums=(1,), out_shardings=out_sh).trace(*args).lower()
     return lowered.compile().as_text()
 

@@ -1,4 +1,4 @@
-"""Early programmatic-dependent-launch triggers in Pallas-Triton kernels (DGJAX_PDL_TRIGGER, default off).
+"""Early programmatic-dependent-launch triggers in Pallas-Triton kernels (on for dense bf16 models at sm_90+).
 
 Why: XLA launches the decode tick's kernels with programmatic dependent launch (PDL) inside its CUDA graphs and
 puts `griddepcontrol.wait` at each kernel's entry, Pallas kernels included. Nothing in a deviceless compile of
@@ -9,21 +9,27 @@ the switch on, every read of a Pallas kernel's program id runs `griddepcontrol.l
 XLA's entry wait, before any load: benchmarks/results/2026-12-02-s12-pdl-trigger-deviceless.md), so the next
 kernel's programs may be scheduled while this one works; they still wait (at their entry) for this kernel to
 finish and its writes to be visible, so results do not change. Measured on the H200 (benchmarks/results/
-2026-12-02-s13-pdl-trigger.md, interleaved pairs): llama-3.1-8b C1 232.0 / 232.0 tok/s against 231.0 / 230.8
-without, but glm-4.5-air fp8 C1 166.6, 164.2, 164.2 against 169.1, 167.7, 167.6 and qwen3-30b-a3b fp8 C1 at
-most even (its fast/slow modes persist either way). So the trigger stays off by default; "auto" takes it where
-the GPU can, "kernels:<prefixes>" only in the named kernels (for A/B of which kernels should trigger).
+2026-12-02-s13-pdl-trigger.md, interleaved pairs): llama-3.1-8b (bf16, dense) gains, C1 232.0 / 232.0 tok/s
+against 231.0 / 230.8 without, C16 3255.3 / 3259.2 against 3098.1 / 2938.4; glm-4.5-air fp8 C1 loses 1.5-2%
+(166.6, 164.2, 164.2 against 169.1, 167.7, 167.6) and qwen3-30b-a3b fp8 C1 is no better, even with only the
+attention triggering. So the default follows the model (`model_default`, set by the executor while it lowers
+the steps): "auto" for dense models with unquantized weights, "off" for models with routed experts or
+quantized weights. $DGJAX_PDL_TRIGGER overrides it: "auto" (where the GPU can), "on", "off", or
+"kernels:<prefixes>" (only in the named kernels, for A/B of which kernels should trigger).
 
 `install()` wraps the Pallas-Triton lowering of `program_id` once (at import of dgjax.pallas); the switch is
 read when a kernel is lowered, so interpreted kernels (no Triton lowering) are never affected. The PTX
 instruction needs sm_90 or newer, so "auto" triggers only where the lowering targets CUDA at compute
-capability >= 9.0 (Pallas assumes 9.0 when it lowers for CUDA without a GPU); "on" forces it; "off" (default)
-leaves kernels as Pallas lowers them.
+capability >= 9.0 (Pallas assumes 9.0 when it lowers for CUDA without a GPU); "on" forces it; "off" leaves
+kernels as Pallas lowers them. Outside `model_default` (kernel checks, sweeps) the default is "off".
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from contextvars import ContextVar
+from typing import Any, Iterator
 
 from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.lowering_hooks import wrap_triton_rule
@@ -33,12 +39,36 @@ TRIGGER_ASM = "griddepcontrol.launch_dependents;\n\tmov.u32 $0, $1;"  # the id p
 MIN_COMPUTE_CAPABILITY = 90  # griddepcontrol is PTX for sm_90+
 MODES = ("auto", "on", "off")
 KERNELS = "kernels:"  # DGJAX_PDL_TRIGGER=kernels:fused_decode_attention,split_merge
+_DEFAULT: ContextVar[str] = ContextVar("dgjax_pdl_default", default="off")
+
+
+def mode_for_model(num_experts: int, params: Any) -> str:
+    """The measured default: "auto" for a dense model whose weights are all plain arrays, else "off"."""
+    import jax
+
+    from dgjax.quant import is_quantized
+
+    quantized = any(is_quantized(x) for x in jax.tree.leaves(params, is_leaf=is_quantized))
+    return "off" if num_experts > 0 or quantized else "auto"
+
+
+@contextlib.contextmanager
+def model_default(mode: str) -> Iterator[None]:
+    """Within: kernels lowered without $DGJAX_PDL_TRIGGER set take `mode` ("auto" | "on" | "off")."""
+    if mode not in MODES:
+        raise ValueError(f"pdl default must be one of {MODES}, got {mode!r}")
+    token = _DEFAULT.set(mode)
+    try:
+        yield
+    finally:
+        _DEFAULT.reset(token)
 
 
 def trigger_enabled(platform: str = "cuda", compute_capability: int | None = MIN_COMPUTE_CAPABILITY,
                     kernel: str = "") -> bool:
     """$DGJAX_PDL_TRIGGER for a kernel named `kernel`, lowered for `platform` at `compute_capability` (Pallas'
-    int form, 90 for 9.0; None where unknown or ROCm): "off" (default), "auto" (on for CUDA at sm_90+), "on",
+    int form, 90 for 9.0; None where unknown or ROCm): unset, the `model_default` ("off" outside one); "auto"
+    (on for CUDA at sm_90+), "on", "off",
     or "kernels:" and comma-separated kernel-name prefixes (auto, but only in kernels whose name starts with
     one: for A/B of which kernels should trigger)."""
     raw = os.environ.get(ENV_VAR, "").strip()
@@ -47,7 +77,7 @@ def trigger_enabled(platform: str = "cuda", compute_capability: int | None = MIN
         if not prefixes:
             raise ValueError(f"{ENV_VAR}={raw!r} names no kernel-name prefix after {KERNELS!r}")
         return _capable(platform, compute_capability) and kernel.startswith(prefixes)
-    mode = choose_impl(None, ENV_VAR, MODES, "pdl trigger", default="off")
+    mode = choose_impl(None, ENV_VAR, MODES, "pdl trigger", default=_DEFAULT.get())
     if mode == "auto":
         return _capable(platform, compute_capability)
     return mode == "on"

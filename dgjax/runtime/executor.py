@@ -12,6 +12,7 @@ host copy has already been started, so the caller can read tick N while tick N+1
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any, Callable
 
@@ -20,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from dgjax.pallas import pdl
 from dgjax.runtime import compile_cache, flat_call, param_packing, sampler, steps
 from dgjax.runtime.device_state import DeviceState
 from dgjax.runtime.types import MAX_TOP_LOGPROBS
@@ -64,6 +66,10 @@ class Executor:
         self._init_slot = None
         self.mask_words = sampler.bitmask_words(cfg.vocab_size)
         self._allow_all_row = None  # device [1, W] all-ones mask for prefills without a grammar
+        # Early PDL triggers in the Pallas kernels pay for dense bf16 models and cost MoE / quantized ones on the
+        # H200 (dgjax/pallas/pdl.py); $DGJAX_PDL_TRIGGER overrides.
+        self.pdl_mode = pdl.mode_for_model(cfg.num_experts, params)
+        log.info("Pallas PDL triggers: %s", os.environ.get(pdl.ENV_VAR) or f"{self.pdl_mode} (model default)")
 
     # ---- compilation -------------------------------------------------------------------------
     def _arg(self, shape, dtype):
@@ -80,7 +86,8 @@ class Executor:
         hits0, misses0 = compile_cache.counts()
         state_sh = jax.tree.map(lambda a: a.sharding, self.state)
         out_sh = state_sh if returns_state_only else (state_sh, self._replicated)
-        lowered = jax.jit(fn, donate_argnums=donate, out_shardings=out_sh).lower(*args)
+        with pdl.model_default(self.pdl_mode):
+            lowered = jax.jit(fn, donate_argnums=donate, out_shardings=out_sh).lower(*args)
         compiled = lowered.compile()
         hits, misses = compile_cache.counts()
         how = "loaded from cache" if hits > hits0 and misses == misses0 else "compiled"

@@ -111,3 +111,27 @@ def test_a_kernel_list_triggers_only_in_kernels_whose_name_starts_with_one(trigg
     trigger("kernels:")
     with pytest.raises(ValueError, match="names no kernel-name prefix"):
         pdl.trigger_enabled("cuda", 90, "x")
+
+
+def test_the_model_default_applies_where_the_variable_is_unset_and_yields_to_it(trigger):
+    trigger(None)
+    with pdl.model_default("auto"):
+        assert "griddepcontrol.launch_dependents" in _ttir()
+        trigger("off")
+        assert "griddepcontrol" not in _ttir()  # the variable overrides the model's default
+    trigger(None)
+    assert "griddepcontrol" not in _ttir()  # outside: off
+    with pytest.raises(ValueError, match="pdl default"):
+        with pdl.model_default("sometimes"):
+            pass
+
+
+def test_the_model_default_is_auto_only_for_dense_models_with_plain_weights():
+    from dgjax.quant import Fp8BlockWeight
+
+    dense = {"q": jnp.zeros((4, 4), jnp.bfloat16), "norm": jnp.ones((4,), jnp.bfloat16)}
+    assert pdl.mode_for_model(0, dense) == "auto"
+    assert pdl.mode_for_model(8, dense) == "off"
+    fp8 = Fp8BlockWeight(weight=jnp.zeros((128, 128), jnp.float8_e4m3fn), scale=jnp.ones((1, 1), jnp.float32),
+                         shape=(128, 128), in_dims=1, expert_dims=0)
+    assert pdl.mode_for_model(0, {**dense, "o": fp8}) == "off"

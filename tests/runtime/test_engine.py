@@ -165,6 +165,7 @@ def test_queue_full_raises():
     m = LLM(MODEL_DIR, small_engine_config(max_queue=2, max_concurrency=1, decode_buckets=(1,)))
     try:
         assert m.engine._loaded.executor.decode_buckets == (2,)  # one slot + the pad slot (MIN_DECODE_WIDTH)
+        assert m.engine._loaded.executor.pdl_mode == "auto"  # dense bf16: early PDL triggers (pallas/pdl.py)
         running = threading.Event()
         long = SamplingParams(max_tokens=200, temperature=0.0, ignore_eos=True)
         m.engine.submit(GenerationRequest("a", [1, 2, 3], long), lambda o: running.set())

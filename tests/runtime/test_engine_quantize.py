@@ -25,6 +25,7 @@ def test_engine_generates_greedily_with_weights_converted_to_fp8_at_load():
         loaded = llm.engine._loaded
         assert isinstance(loaded.params.layers[0].attn.q, Fp8BlockWeight)
         assert isinstance(loaded.params.layers[1].mlp.down, Fp8BlockWeight)
+        assert loaded.executor.pdl_mode == "off"  # quantized weights: no early PDL triggers (pallas/pdl.py)
         out = llm.generate([PROMPT], SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))[0]
         # The same converted weights stepped by the tests' own paged driver give the same greedy tokens.
         runner = PagedRunner(llm.engine.model_config, loaded.params, loaded.mesh)
