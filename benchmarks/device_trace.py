@@ -20,6 +20,7 @@ import gzip
 import json
 import os
 import re
+import statistics
 import tempfile
 from collections.abc import Callable
 
@@ -76,6 +77,10 @@ class TickStats:
     kernel_ms_per_tick: float | None = None
     # Where kernels overlap: (earlier family, later family, same stream, µs per tick, times per tick).
     overlaps: list[tuple[str, str, bool, float, float]] = dataclasses.field(default_factory=list)
+    # Launch edges by class ("xla>xla", "xla>pallas", ...): (class, edges per tick, median gap µs, gap µs per
+    # tick), the gap running from the end of the latest-ending earlier kernel to this kernel's start (negative
+    # where it starts early). Whether qwen3's fast and slow modes differ on every edge or on some (s13).
+    edges: list[tuple[str, float, float, float]] = dataclasses.field(default_factory=list)
 
 
 def kernel_family(name: str) -> str:
@@ -114,6 +119,28 @@ def overlap_pairs(events: list[dict], ticks: int, n: int = 6) -> list[tuple[str,
     return [(*key, us[key] / ticks, count[key] / ticks) for key in ranked]
 
 
+PALLAS_PREFIXES = ("moe_", "quant_gemv", "fused_decode_attention", "split_merge", "gemv", "add_rms_norm",
+                   "paged_", "fp8_mma")  # our pallas_call names (dgjax/pallas/*/kernel.py)
+
+
+def kernel_class(name: str) -> str:
+    return "pallas" if name.startswith(PALLAS_PREFIXES) else "xla"
+
+
+def launch_edges(events: list[dict], ticks: int) -> list[tuple[str, float, float, float]]:
+    """Gaps between each kernel's start and the latest end before it, by (earlier class > later class):
+    (class pair, edges per tick, median gap µs, summed gap µs per tick); events sorted by start."""
+    gaps: dict[str, list[float]] = {}
+    last = None
+    for e in events:
+        if last is not None:
+            key = f"{kernel_class(last['name'])}>{kernel_class(e['name'])}"
+            gaps.setdefault(key, []).append(e["ts"] - (last["ts"] + last["dur"]))
+        if last is None or e["ts"] + e["dur"] > last["ts"] + last["dur"]:
+            last = e
+    return [(k, len(v) / ticks, statistics.median(v), sum(v) / ticks) for k, v in sorted(gaps.items())]
+
+
 def steady_tick_stats(events: list[dict], layers: int, max_ticks: int | None = None) -> TickStats | None:
     """Stats over the steady decode ticks of a trace, among the first `max_ticks` after the last prefill if
     given (None without at least 3 full decode ticks)."""
@@ -130,7 +157,8 @@ def steady_tick_stats(events: list[dict], layers: int, max_ticks: int | None = N
     busy = busy_us(inside, start, end)
     kernel_us = sum(min(e["ts"] + e["dur"], end) - e["ts"] for e in inside)
     return TickStats(ticks, wall / ticks / 1e3, busy / ticks / 1e3, 1.0 - busy / wall, len(inside) / ticks,
-                     top_kernels(inside, ticks), kernel_us / ticks / 1e3, overlap_pairs(inside, ticks))
+                     top_kernels(inside, ticks), kernel_us / ticks / 1e3, overlap_pairs(inside, ticks),
+                     launch_edges(inside, ticks))
 
 
 def trace_events(run: Callable[[], object], out_dir: str | None = None) -> list[dict]:

@@ -141,6 +141,10 @@ def _kernel_tables(rows: list[dict]) -> list[str]:
                     "| earlier | later | stream | µs/tick | times/tick |", "|---|---|---|---|---|"]
             out += [f"| `{a[:60]}` | `{b[:60]}` | {'same' if same else 'other'} | {us:.1f} | {times:.1f} |"
                     for a, b, same, us, times in t["overlaps"]]
+        if t.get("edges"):
+            out += ["", "Launch edges (gap from the latest end before a kernel to its start; negative: early):", "",
+                    "| earlier > later | edges/tick | median gap µs | gap µs/tick |", "|---|---|---|---|"]
+            out += [f"| {k} | {n:.1f} | {med:.2f} | {tot:.1f} |" for k, n, med, tot in t["edges"]]
     return out
 
 

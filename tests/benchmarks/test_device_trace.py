@@ -113,3 +113,26 @@ def test_overlap_pairs_name_the_kernels_and_whether_they_share_a_stream():
     text = "\n".join(_kernel_tables([row]))
     assert "| `gemm_fusion_dot` | `fused_decode_attention_s3` | same | 3.0 | 1.0 |" in text
     assert "| `gemm_fusion_dot` | `loop_add_fusion` | other | 4.0 | 1.0 |" in text
+
+
+def test_launch_edges_split_gaps_by_pallas_and_xla_kernels():
+    """Over two ticks: an XLA fusion, then a Pallas GEMV 1 µs after it, then the attention 0.5 µs early, then
+    the next tick's fusion 3 µs after the attention ends: each edge class gets its count, median and sum."""
+    from benchmarks.device_trace import launch_edges
+    from benchmarks.report import _kernel_tables
+
+    events, t = [], 0.0
+    for _ in range(2):
+        events += [{"name": "fusion.7", "ts": t, "dur": 2.0},
+                   {"name": "quant_gemv_fp8_r2", "ts": t + 3.0, "dur": 5.0},
+                   {"name": "fused_decode_attention_s33", "ts": t + 7.5, "dur": 4.0}]
+        t += 14.5  # the attention ends at +11.5: 3 µs to the next fusion
+    edges = {k: (n, med, tot) for k, n, med, tot in launch_edges(events, ticks=2)}
+    assert edges["xla>pallas"] == pytest.approx((1.0, 1.0, 1.0))
+    assert edges["pallas>pallas"] == pytest.approx((1.0, -0.5, -0.5))
+    assert edges["pallas>xla"] == pytest.approx((0.5, 3.0, 1.5))  # one edge in two ticks
+    assert "xla>xla" not in edges
+    row = {"context": 1024, "concurrency": 1, "traced_ticks": {
+        "ticks": 2, "busy_ms_per_tick": 0.012, "top_kernels": [("fusion", 2.0, 1.0)],
+        "edges": launch_edges(events, ticks=2)}}
+    assert "| pallas>pallas | 1.0 | -0.50 | -0.5 |" in "\n".join(_kernel_tables([row]))
