@@ -27,3 +27,17 @@ def wrap_triton_rule(name: str, primitive_of: Callable[[], object], wrap: Callab
     rules[primitive] = functools.wraps(rules[primitive])(wrap(rules[primitive]))
     _wrapped.add(name)
     return True
+
+
+def add_triton_rule(primitive: object, rule: Callable) -> bool:
+    """Register `rule` as the Pallas-Triton lowering of dgjax's own `primitive`; False where this JAX has no
+    Pallas-Triton lowering table."""
+    try:
+        from jax._src.pallas.triton import lowering
+    except ImportError:
+        return False
+    rules = getattr(lowering, "triton_lowering_rules", None)
+    if rules is None:
+        return False
+    rules[primitive] = rule
+    return True

@@ -17,6 +17,13 @@ the steps): "auto" for dense models with unquantized weights, "off" for models w
 quantized weights. $DGJAX_PDL_TRIGGER overrides it: "auto" (where the GPU can), "on", "off", or
 "kernels:<prefixes>" (only in the named kernels, for A/B of which kernels should trigger).
 
+Where: $DGJAX_PDL_TRIGGER_AT "start" (default) triggers at the program-id reads, so the next kernel's programs
+may take SM slots for the whole of this kernel; "end" triggers where a kernel hands its result to the store
+(`trigger_after`, called by the quantized GEMV, the MoE decode stages, the decode attention and its merge),
+after the weight stream: the next kernel's launch then overlaps only this kernel's tail (its last programs'
+epilogues and exits), which is what the MoE presets' slow edges look like (s13, unmeasured on the GPU yet:
+benchmarks/campaign_s14b.sh). Kernels without such a call do not trigger at "end".
+
 `install()` wraps the Pallas-Triton lowering of `program_id` once (at import of dgjax.pallas); the switch is
 read when a kernel is lowered, so interpreted kernels (no Triton lowering) are never affected. The PTX
 instruction needs sm_90 or newer, so "auto" triggers only where the lowering targets CUDA at compute
@@ -32,10 +39,9 @@ from contextvars import ContextVar
 from typing import Any, Iterator
 
 from dgjax.pallas.launch import choose_impl
-from dgjax.pallas.lowering_hooks import wrap_triton_rule
+from dgjax.pallas.lowering_hooks import add_triton_rule, wrap_triton_rule
 
 ENV_VAR = "DGJAX_PDL_TRIGGER"
-TRIGGER_ASM = "griddepcontrol.launch_dependents;\n\tmov.u32 $0, $1;"  # the id passes through unchanged
 MIN_COMPUTE_CAPABILITY = 90  # griddepcontrol is PTX for sm_90+
 MODES = ("auto", "on", "off")
 KERNELS = "kernels:"  # DGJAX_PDL_TRIGGER=kernels:fused_decode_attention,split_merge
@@ -87,15 +93,36 @@ def _capable(platform: str, compute_capability: int | None) -> bool:
     return platform == "cuda" and (compute_capability or 0) >= MIN_COMPUTE_CAPABILITY
 
 
-def _trigger_first(inner):
+AT_ENV_VAR = "DGJAX_PDL_TRIGGER_AT"
+POSITIONS = ("start", "end")
+_ASM_REGISTERS = {"float32": ("f", "f32"), "int32": ("r", "b32"), "uint32": ("r", "b32"),  # (constraint, mov type)
+                  "bfloat16": ("h", "b16"), "float16": ("h", "b16")}
+
+
+def trigger_position() -> str:
+    """$DGJAX_PDL_TRIGGER_AT: "start" (default; at the program-id reads, before any load) or "end" (where a
+    kernel hands its result to the store, after its main loop: `trigger_after`)."""
+    return choose_impl(None, AT_ENV_VAR, POSITIONS, "pdl trigger position", default="start")
+
+
+def _enabled_at(ctx, position: str) -> bool:
+    c = ctx.context
+    return trigger_position() == position and trigger_enabled(c.platform, c.compute_capability, c.name)
+
+
+def _asm_inline(value, dtype):
     from jax._src.lib.triton import dialect as tt_dialect
 
+    constraint, mov = _ASM_REGISTERS[dtype.name]
+    asm = f"griddepcontrol.launch_dependents;\n\tmov.{mov} $0, $1;"  # the value passes through unchanged
+    return tt_dialect.elementwise_inline_asm([value.type], asm, constraints=f"={constraint},{constraint}",
+                                             pure=True, packed_element=1, args=[value])
+
+
+def _trigger_first(inner):
     def rule(ctx, **params):
         pid = inner(ctx, **params)
-        if not trigger_enabled(ctx.context.platform, ctx.context.compute_capability, ctx.context.name):
-            return pid
-        return tt_dialect.elementwise_inline_asm([pid.type], TRIGGER_ASM, constraints="=r,r", pure=True,
-                                                 packed_element=1, args=[pid])
+        return _asm_inline(pid, ctx.avals_out[0].dtype) if _enabled_at(ctx, "start") else pid
 
     return rule
 
@@ -106,7 +133,39 @@ def _program_id_primitive():
     return primitives.program_id_p
 
 
+def _make_trigger_after_primitive():
+    """An identity primitive: the value as is everywhere but in a Pallas-Triton lowering with the trigger on
+    at "end", where each element passes through the trigger's inline asm (so the trigger runs once the value
+    exists: after the loop that computed it, before the store that uses it)."""
+    from jax.extend.core import Primitive
+    from jax.interpreters import mlir
+
+    prim = Primitive("dgjax_pdl_trigger_after")
+    prim.def_impl(lambda x: x)
+    prim.def_abstract_eval(lambda aval: aval)
+    mlir.register_lowering(prim, lambda ctx, x: [x])
+    return prim
+
+
+_trigger_after_p = _make_trigger_after_primitive()
+
+
+def trigger_after(value):
+    """`value` unchanged; with DGJAX_PDL_TRIGGER_AT=end (and the trigger on for this kernel) the kernel
+    triggers its dependents once `value` is computed. Kernels call it on the result they are about to store.
+    float32, (u)int32, bfloat16 and float16 elements."""
+    if value.dtype.name not in _ASM_REGISTERS:
+        raise TypeError(f"trigger_after takes {', '.join(_ASM_REGISTERS)} elements, got {value.dtype}")
+    return _trigger_after_p.bind(value)
+
+
+def _trigger_after_rule(ctx, value):
+    return _asm_inline(value, ctx.avals_in[0].dtype) if _enabled_at(ctx, "end") else value
+
+
 def install() -> bool:
-    """Wrap Pallas-Triton's program_id lowering so that, with the switch on, the id comes out of the trigger's
-    inline asm (a data dependency the compiler keeps). Idempotent; False where this JAX has no such rule."""
-    return wrap_triton_rule("pdl_trigger", _program_id_primitive, _trigger_first)
+    """Wrap Pallas-Triton's program_id lowering so that, with the trigger on at "start", the id comes out of
+    the trigger's inline asm (a data dependency the compiler keeps), and give `trigger_after` its Triton rule.
+    Idempotent; False where this JAX has no such rule."""
+    return (wrap_triton_rule("pdl_trigger", _program_id_primitive, _trigger_first)
+            and add_triton_rule(_trigger_after_p, _trigger_after_rule))

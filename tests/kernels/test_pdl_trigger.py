@@ -36,11 +36,12 @@ def _ttir() -> str:
 
 @pytest.fixture
 def trigger(monkeypatch):
-    def set_mode(mode: str | None):
-        if mode is None:
-            monkeypatch.delenv(pdl.ENV_VAR, raising=False)
-        else:
-            monkeypatch.setenv(pdl.ENV_VAR, mode)
+    def set_mode(mode: str | None, at: str | None = None):
+        for var, value in ((pdl.ENV_VAR, mode), (pdl.AT_ENV_VAR, at)):
+            if value is None:
+                monkeypatch.delenv(var, raising=False)
+            else:
+                monkeypatch.setenv(var, value)
         jax.clear_caches()
 
     yield set_mode
@@ -83,20 +84,69 @@ def test_interpreted_kernels_are_untouched_and_bad_values_are_refused(trigger):
         _ttir()
 
 
-def test_engine_kernels_lower_to_valid_modules_with_the_trigger(trigger, verified_triton_lowering):
-    """The fp8 GEMV and both MoE decode stages at qwen3-30b-a3b shapes: every module verifies and triggers."""
+def _engine_kernel_modules() -> list[str]:
+    """TTIR of the fp8 GEMV, both MoE decode stages (qwen3-30b-a3b shapes), the decode attention and its merge."""
     from benchmarks import ptx_census
+    from dgjax.pallas.fused_decode_attention import kernel as attention
     from dgjax.pallas.quant_gemv import kernel as quant_gemv
     from dgjax.quant import Fp8BlockWeight
 
-    trigger("on")
     spec = jax.ShapeDtypeStruct
     node = Fp8BlockWeight(weight=spec((5120, 2048), jnp.float8_e4m3fn), scale=spec((40, 16), jnp.float32),
                           shape=(2048, 5120), in_dims=1, expert_dims=0)
-    jax.jit(quant_gemv.quant_gemv).trace(spec((2, 2048), jnp.bfloat16), node).lower(lowering_platforms=("cuda",))
-    modules = ptx_census.triton_modules("qwen3-30b-a3b", "fp8", 2)
-    assert verified_triton_lowering and all(verified_triton_lowering)
-    assert len(modules) == 2 and all("griddepcontrol.launch_dependents" in t for t in modules.values())
+    modules = cuda_triton_modules(quant_gemv.quant_gemv, spec((2, 2048), jnp.bfloat16), node)
+    modules += list(ptx_census.triton_modules("qwen3-30b-a3b", "fp8", 2).values())
+    b, kvh, g, d, pages = 2, 4, 8, 128, 64
+    attn_args = [spec((b, kvh, g + 2, d), jnp.bfloat16), spec((b, d), jnp.float32), spec((b, d), jnp.float32),
+                 spec((pages, 16, kvh, d), jnp.bfloat16), spec((pages, 16, kvh, d), jnp.bfloat16),
+                 spec((b, 32), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32), spec((b,), jnp.int32)]
+    modules += cuda_triton_modules(lambda *a: attention.fused_decode_attention(*a, scale=d**-0.5, num_splits=4),
+                                   *attn_args)
+    return modules
+
+
+def _asm_lines(text: str) -> list[int]:
+    return [i for i, line in enumerate(text.splitlines()) if "griddepcontrol.launch_dependents" in line]
+
+
+def test_engine_kernels_trigger_at_start_before_their_loops_and_at_end_after_them(trigger, verified_triton_lowering):
+    """Every engine kernel verifies and triggers in both positions: at "start" through its program-id reads,
+    before its first loop; at "end" only through the value it stores, after its loops (the attention's merge
+    has none) and with no program id passing through the asm."""
+    trigger("on")
+    start = _engine_kernel_modules()
+    trigger("on", "end")
+    end = _engine_kernel_modules()
+    assert len(start) == len(end) == 5 and verified_triton_lowering and all(verified_triton_lowering)
+    for s_text, e_text in zip(start, end):
+        s_lines, e_lines = s_text.splitlines(), e_text.splitlines()
+        loops_s = [i for i, line in enumerate(s_lines) if "scf.for" in line]
+        loops_e = [i for i, line in enumerate(e_lines) if "scf.yield" in line]
+        assert _asm_lines(s_text) and _asm_lines(e_text)
+        assert all(": i32 -> i32" in s_lines[i] for i in _asm_lines(s_text))  # program ids
+        assert not any(": i32 -> i32" in e_lines[i] for i in _asm_lines(e_text))  # stored values
+        assert all(('"=f,f"' in e_lines[i] and "xf32>" in e_lines[i]) or ('"=h,h"' in e_lines[i] and "xbf16>" in
+                                                                         e_lines[i]) for i in _asm_lines(e_text))
+        if loops_s:  # the merge has no loop
+            assert min(_asm_lines(s_text)) < min(loops_s)
+            assert min(_asm_lines(e_text)) > max(loops_e)
+
+
+def test_trigger_after_is_the_identity_off_the_gpu_and_refuses_wide_types(trigger):
+    trigger("on", "end")
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = pdl.trigger_after(x_ref[...] * 2)
+
+    x = jnp.arange(256, dtype=jnp.bfloat16)
+    out = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((256,), jnp.bfloat16), interpret=True)(x)
+    np.testing.assert_array_equal(np.asarray(out, np.float32), 2 * np.asarray(x, np.float32))
+    assert pdl.trigger_after(jnp.ones(3, jnp.float32)).tolist() == [1.0, 1.0, 1.0]  # plain jax too
+    with pytest.raises(TypeError, match="float32, int32"):
+        pdl.trigger_after(jnp.ones(3, jnp.int8))
+    trigger("on", "middle")
+    with pytest.raises(ValueError, match=pdl.AT_ENV_VAR):
+        _ttir()
 
 
 def test_a_kernel_list_triggers_only_in_kernels_whose_name_starts_with_one(trigger):

@@ -30,6 +30,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas import pdl
 from dgjax.pallas.online_softmax import online_softmax_step, page_rows
 from dgjax.pallas.paged_attention.kernel import (
     MAX_GROUP, MIN_DOT_ROWS, SUPPORTED_DTYPES, default_block_tokens, default_num_splits, split_outputs,
@@ -232,6 +233,7 @@ def _attention(
         finish(*lax.fori_loop(0, num_blocks, body, (acc0, m0, l0)))
 
     def finish(acc, m, l):
+        acc = pdl.trigger_after(acc)  # DGJAX_PDL_TRIGGER_AT=end: the kernel's dependents may launch from here
         if normalize:
             o_ref = out_refs[0]
             o_ref[...] = (acc / jnp.where(l == 0.0, 1.0, l)[:, None]).astype(o_ref.dtype)

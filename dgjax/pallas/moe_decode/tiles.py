@@ -35,7 +35,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from dgjax.pallas import fp8_mma
+from dgjax.pallas import fp8_mma, pdl
 from dgjax.pallas.launch import choose_impl
 from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, is_quantized
 
@@ -225,6 +225,7 @@ def store_rows(o_ref, value, tokens: int):
     """
     r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
     c = lax.broadcasted_iota(jnp.int32, (1, value.shape[1]), 1)
+    value = pdl.trigger_after(value)  # DGJAX_PDL_TRIGGER_AT=end: the kernel's dependents may launch from here
     plgpu.store(o_ref.at[r, c], value, mask=jnp.broadcast_to(r < tokens, value.shape))
 
 

@@ -20,6 +20,8 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas import pdl
+
 
 def supports(head_dim: int) -> bool:
     """Whether the kernel handles this head_dim (Triton tiles are powers of two)."""
@@ -42,7 +44,7 @@ def _merge_kernel(acc_ref, m_ref, l_ref, o_ref, *, splits: int, rows: int, group
     acc = plgpu.load(acc_ref.at[jnp.minimum(s3, splits - 1), r3, c3], mask=s3 < splits, other=0.0)
     num = jnp.sum(acc * w[:, :, None], axis=0)
     den = jnp.sum(l * w, axis=0)
-    out = (num / jnp.where(den == 0.0, 1.0, den)[:, None]).astype(o_ref.dtype)
+    out = pdl.trigger_after((num / jnp.where(den == 0.0, 1.0, den)[:, None]).astype(o_ref.dtype))
     # only the group's real rows: o is [B * KVH * group, D], so a group that is not a power of two needs no
     # slice (a copy kernel) after the merge. Padding rows are masked, not clamped (see moe_decode.tiles.store_rows).
     r2 = lax.broadcasted_iota(jnp.int32, (rows, bd), 0)
