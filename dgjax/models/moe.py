@@ -100,11 +100,15 @@ def route(p: RouterParams, x: jax.Array, cfg: ModelConfig, valid: jax.Array | No
     ones; the selection (dgjax.pallas.moe_routing: top-k, renormalization, scaling, and padding rows, where
     `valid` [N] is False, sharing the first real row's experts at weight 0) is one kernel in decode steps.
     """
+    return moe_routing.select_experts(router_logits(p, x, cfg), routing_rule(cfg), p.score_bias, valid)
+
+
+def router_logits(p: RouterParams, x: jax.Array, cfg: ModelConfig) -> jax.Array:
+    """float32 [N, experts]: in x's dtype for softmax routers (as HF Qwen3-MoE computes them), float32 for
+    sigmoid ones."""
     if cfg.moe_scoring_func == "sigmoid":
-        logits = matmul(x.astype(jnp.float32), p.weight.astype(jnp.float32))
-    else:
-        logits = matmul(x, p.weight).astype(jnp.float32)
-    return moe_routing.select_experts(logits, routing_rule(cfg), p.score_bias, valid)
+        return matmul(x.astype(jnp.float32), p.weight.astype(jnp.float32))
+    return matmul(x, p.weight).astype(jnp.float32)
 
 
 # ---------------------------------------------------------------- experts
@@ -197,14 +201,35 @@ def moe_block(p: MoEParams, x: jax.Array, cfg: ModelConfig, impl: str | None = N
     their own (moe_routing's padding rule) and their output is meaningless."""
     with jax.named_scope("moe"):
         flat = x.reshape(-1, x.shape[-1])
-        with jax.named_scope("router"):
-            ids, weights = route(p.router, flat, cfg, None if valid is None else valid.reshape(-1))
-        with jax.named_scope("experts"):
-            y = moe_experts(flat, ids, weights, p.experts, cfg.hidden_act, impl).reshape(x.shape)
+        flat_valid = None if valid is None else valid.reshape(-1)
+        if _routed_in_kernel(p, flat.shape[0], cfg, impl):  # DGJAX_MOE_ROUTING=fused
+            with jax.named_scope("router"):
+                logits = router_logits(p.router, flat, cfg)
+            with jax.named_scope("experts"):
+                n, e = logits.shape
+                ok = jnp.ones((n,), jnp.bool_) if flat_valid is None else flat_valid
+                bias = jnp.zeros((e,), jnp.float32) if p.router.score_bias is None else p.router.score_bias
+                y = moe_decode.moe_decode_routed(flat, logits, ok, bias, p.experts.gate, p.experts.up,
+                                                 p.experts.down, routing_rule(cfg), cfg.hidden_act).reshape(x.shape)
+        else:
+            with jax.named_scope("router"):
+                ids, weights = route(p.router, flat, cfg, flat_valid)
+            with jax.named_scope("experts"):
+                y = moe_experts(flat, ids, weights, p.experts, cfg.hidden_act, impl).reshape(x.shape)
         if p.shared is not None:
             with jax.named_scope("shared_expert"):
                 y = y + blocks.gated_mlp(p.shared, x, cfg.hidden_act)
         return y
+
+
+def _routed_in_kernel(p: MoEParams, n: int, cfg: ModelConfig, impl: str | None) -> bool:
+    """The decode kernel selects the experts itself: asked for (DGJAX_MOE_ROUTING=fused), the expert path on
+    auto, and the routed kernel takes this step (moe_decode.use_routed)."""
+    auto = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower() == "auto"
+    e = p.experts.gate.shape[0]
+    return (auto and moe_routing.fused_requested() and n <= moe_decode.MAX_TOKENS
+            and moe_decode.use_routed(n, e, routing_rule(cfg), p.experts.gate, p.experts.up, p.experts.down,
+                                      cfg.hidden_act))
 
 
 def feed_forward(p: Any, x: jax.Array, cfg: ModelConfig, valid: jax.Array | None = None) -> jax.Array:

@@ -36,3 +36,24 @@ def test_forced_routing_kernel_equals_jnp_routing(moe_case, monkeypatch):
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, atol=2e-5, rtol=0)
         assert (np.argmax(g, -1) == np.argmax(w, -1)).all()
+
+
+def test_selection_inside_the_decode_kernel_equals_jnp_routing(moe_case, monkeypatch):
+    """DGJAX_MOE_ROUTING=fused with the MoE decode kernel forced: every step of <= 16 rows (the prefill chunks
+    and the 3-row decode batch with its padding row) selects inside the gate/up stage; the logits match the jnp
+    routing with the reference experts."""
+    from dgjax.pallas.moe_decode import api as decode_api
+    from dgjax.pallas.moe_decode import routed
+
+    traced = []
+    real = routed.moe_decode_routed
+    monkeypatch.setattr(routed, "moe_decode_routed", lambda x, logits, *a, **k: traced.append(logits.shape) or real(
+        x, logits, *a, **k))
+    monkeypatch.setenv(decode_api.ENV_VAR, "ref")
+    want = _run(moe_case, "ref", monkeypatch)
+    monkeypatch.setenv(decode_api.ENV_VAR, "kernel")
+    got = _run(moe_case, "fused", monkeypatch)
+    assert {t for t, _ in traced} == {16, 3}
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, atol=2e-5, rtol=0)
+        assert (np.argmax(g, -1) == np.argmax(w, -1)).all()

@@ -25,7 +25,8 @@ from typing import Any
 import jax
 
 from dgjax.pallas.launch import choose_impl
-from dgjax.pallas.moe_decode import fused, kernel, ref
+from dgjax.pallas.moe_decode import fused, kernel, ref, routed
+from dgjax.pallas.moe_routing.ref import RoutingRule
 
 IMPLS = ("auto", "ref", "kernel")
 ENV_VAR = "DGJAX_MOE_KERNEL"
@@ -79,3 +80,18 @@ def moe_decode(
         return kernel.moe_decode(x, expert_ids, weights, gate, up, down, hidden_act=hidden_act, config=config,
                                  interpret=jax.default_backend() != "gpu", act_in_down=act_in_down())
     return ref.moe_decode(x, expert_ids, weights, gate, up, down, hidden_act)
+
+
+def use_routed(tokens: int, num_experts: int, rule: RoutingRule, gate: Any, up: Any, down: Any,
+               hidden_act: str) -> bool:
+    """Whether `moe_decode_routed` runs the kernel that selects experts in its gate/up stage (routed.py)."""
+    return routed.supports(tokens, num_experts, rule) and use_kernel(tokens, gate, up, down, hidden_act)
+
+
+def moe_decode_routed(x: jax.Array, logits: jax.Array, valid: jax.Array, score_bias: jax.Array, gate: Any,
+                      up: Any, down: Any, rule: RoutingRule, hidden_act: str = "silu") -> jax.Array:
+    """moe_decode on moe_routing.ref.select_experts(logits, rule, score_bias, valid), the selection made by the
+    kernel's gate/up programs (DGJAX_MOE_ROUTING=fused); callers check `use_routed` first."""
+    out, _, _ = routed.moe_decode_routed(x, logits, valid, score_bias, gate, up, down, rule=rule,
+                                         hidden_act=hidden_act, interpret=jax.default_backend() != "gpu")
+    return out

@@ -238,10 +238,16 @@ def silu_mul(g, u):
 
 def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: int, launch: Launch, fused: bool):
     n_w = op.num_arrays
-    g_refs, u_refs, out_refs = refs[:n_w], refs[n_w: 2 * n_w], refs[2 * n_w:]
-    a, j, s = pl.program_id(0), pl.program_id(1), pl.program_id(2)
+    expert, live = slot_expert(ids_ref, pl.program_id(0), num_slots)
+    gate_up_body(x_ref, refs[:n_w], refs[n_w: 2 * n_w], refs[2 * n_w:], expert, live, op=op, tokens=tokens,
+                 launch=launch, fused=fused)
+
+
+def gate_up_body(x_ref, g_refs, u_refs, out_refs, expert, live, *, op: Operand, tokens: int, launch: Launch,
+                 fused: bool):
+    """A gate/up program's work once its slot's expert (and whether the slot is live) is known."""
+    j, s = pl.program_id(1), pl.program_id(2)
     bk, bn = launch.block_k, launch.block_n
-    expert, live = slot_expert(ids_ref, a, num_slots)
     n0 = j * bn
     loop = _split_loop(op, launch, s, live)
 
@@ -300,8 +306,29 @@ def _down_kernel(ids_ref, wts_ref, *refs, op: Operand, tokens: int, top_k: int, 
 # ---------------------------------------------------------------- launches
 
 
-def _params(launch: Launch):
+def params(launch: Launch):
     return plgpu.CompilerParams(num_warps=launch.num_warps, num_stages=launch.num_stages)
+
+
+def stage_outputs(x, op: Operand, num_slots: int, launch: Launch):
+    """(out_shape, out_specs) of the gate/up stage: h [slots, T, ffw] in x's dtype unsplit, else float32
+    (gate, up) partials [splits, slots, T, ffw]."""
+    t, bn, splits = x.shape[0], launch.block_n, launch.splits
+    if splits == 1:
+        return [jax.ShapeDtypeStruct((num_slots, t, op.n), x.dtype)], [pl.BlockSpec((None, t, bn),
+                                                                                    lambda i, j, s: (i, 0, j))]
+    part = jax.ShapeDtypeStruct((splits, num_slots, t, op.n), jnp.float32)
+    return [part, part], [pl.BlockSpec((None, None, t, bn), lambda i, j, s: (s, i, 0, j))] * 2
+
+
+def finish_gate_up(outs, x, launch: Launch, act_in_down: bool):
+    """The stage's result from its kernel outputs: h, or with K splits the summed act(gate) * up (or, with
+    `act_in_down`, the partials as SplitSums for the down stage)."""
+    if launch.splits == 1:
+        return outs[0]
+    if act_in_down:
+        return SplitSums(outs[0], x.dtype), SplitSums(outs[1], x.dtype)
+    return silu_mul(outs[0].sum(0), outs[1].sum(0)).astype(x.dtype)
 
 
 def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in_down: bool = False
@@ -311,31 +338,20 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in
     (op, g_arrays), (_, u_arrays) = operand(gate), operand(up)
     check_launch(op, launch)
     t, a = x.shape[0], ids_flat.shape[0]
-    bn, splits = launch.block_n, launch.splits
-    fused = splits == 1
-    if fused:
-        out_shape = [jax.ShapeDtypeStruct((a, t, op.n), x.dtype)]
-        out_specs = [pl.BlockSpec((None, t, bn), lambda i, j, s: (i, 0, j))]
-    else:
-        part = jax.ShapeDtypeStruct((splits, a, t, op.n), jnp.float32)
-        out_shape = [part, part]
-        out_specs = [pl.BlockSpec((None, None, t, bn), lambda i, j, s: (s, i, 0, j))] * 2
-    kernel = functools.partial(_gate_up_kernel, op=op, tokens=t, num_slots=a, launch=launch, fused=fused)
+    out_shape, out_specs = stage_outputs(x, op, a, launch)
+    kernel = functools.partial(_gate_up_kernel, op=op, tokens=t, num_slots=a, launch=launch,
+                               fused=launch.splits == 1)
     outs = pl.pallas_call(
         kernel,
-        grid=(a, op.n // bn, splits),
+        grid=(a, op.n // launch.block_n, launch.splits),
         in_specs=[whole(ids_flat.shape), whole(x.shape)] + [whole(w.shape) for w in g_arrays + u_arrays],
         out_specs=out_specs,
         out_shape=out_shape,
-        compiler_params=_params(launch),
+        compiler_params=params(launch),
         interpret=interpret,
         name=f"moe_gate_up_{op.fmt}_t{t}_{launch.tag()}",
     )(ids_flat, x, *g_arrays, *u_arrays)
-    if fused:
-        return outs[0]
-    if act_in_down:
-        return SplitSums(outs[0], x.dtype), SplitSums(outs[1], x.dtype)
-    return silu_mul(outs[0].sum(0), outs[1].sum(0)).astype(x.dtype)
+    return finish_gate_up(outs, x, launch, act_in_down)
 
 
 def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpret: bool) -> jax.Array:
@@ -362,7 +378,7 @@ def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpre
         in_specs=[whole(ids_flat.shape), whole(wts_flat.shape)] + h_specs + [whole(w.shape) for w in d_arrays],
         out_specs=pl.BlockSpec((None, None, t, bn), lambda i, j, s: (s, i, 0, j)),
         out_shape=jax.ShapeDtypeStruct((splits, a, t, op.n), jnp.float32),
-        compiler_params=_params(launch),
+        compiler_params=params(launch),
         interpret=interpret,
         name=f"moe_down_{op.fmt}_t{t}_{launch.tag()}",
     )(ids_flat, wts_flat, *h_args, *d_arrays)

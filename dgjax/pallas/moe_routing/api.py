@@ -14,7 +14,10 @@ Dispatch (decided at trace time):
   tok/s), so it stays opt-in there; session 11 (s11i) timed it even again (qwen3-30b-a3b fp8 C1 device 2.81
   ms a tick either way, 348.4 vs 363.8 tok/s).
 - impl "kernel": the kernel wherever it supports the case (the Pallas interpreter off GPU), ref.py elsewhere.
-`impl=None` reads DGJAX_MOE_ROUTING (auto | ref | kernel, default auto).
+- impl "fused": decode steps that run the MoE decode kernel select inside its gate/up stage
+  (dgjax/pallas/moe_decode/routed.py: no selection launch at all); everywhere else as "auto". Opt-in until
+  timed on the H200.
+`impl=None` reads DGJAX_MOE_ROUTING (auto | ref | kernel | fused, default auto).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.moe_routing import kernel, ref
 from dgjax.pallas.moe_routing.ref import RoutingRule
 
-IMPLS = ("auto", "ref", "kernel")
+IMPLS = ("auto", "ref", "kernel", "fused")
 ENV_VAR = "DGJAX_MOE_ROUTING"
 GPU_PREFERRED_SCORING = ("sigmoid",)  # where the kernel won in the engine on the H200 (see above)
 
@@ -35,8 +38,14 @@ def resolve_impl(impl: str | None = None) -> str:
     return choose_impl(impl, ENV_VAR, IMPLS, "moe routing")
 
 
+def fused_requested(impl: str | None = None) -> bool:
+    """Whether the selection should run inside the MoE decode kernel where that kernel runs ("fused")."""
+    return resolve_impl(impl) == "fused"
+
+
 def use_kernel(tokens: int, num_experts: int, rule: RoutingRule, impl: str | None = None) -> bool:
     chosen = resolve_impl(impl)
+    chosen = "auto" if chosen == "fused" else chosen
     if chosen == "ref" or not kernel.supports(tokens, num_experts, rule):
         return False
     return chosen == "kernel" or (rule.scoring in GPU_PREFERRED_SCORING and jax.default_backend() == "gpu")

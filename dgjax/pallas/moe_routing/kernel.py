@@ -44,31 +44,42 @@ def supports(tokens: int, num_experts: int, rule: RoutingRule) -> bool:
 RANK_TILE = 16384  # elements of one [chunk, E] comparison tile
 
 
-def _select_kernel(logits_ref, bias_ref, valid_ref, ids_ref, w_ref, *, tokens: int, experts: int,
-                   rule: RoutingRule):
-    ep, kp, tp = pl.next_power_of_2(experts), pl.next_power_of_2(rule.top_k), pl.next_power_of_2(tokens)
-    chunk = max(1, min(ep, RANK_TILE // ep))
-    t = pl.program_id(0)
+# ---------------------------------------------------------------- row helpers (also used by moe_decode.routed)
+
+
+def valid_rows(valid_ref, tokens: int):
+    """(rows iota [tp], valid bool [tp], first valid row: row 0 where none is valid)."""
+    tp = pl.next_power_of_2(tokens)
     rows = lax.broadcasted_iota(jnp.int32, (tp,), 0)
     valid = plgpu.load(valid_ref.at[jnp.minimum(rows, tokens - 1)], mask=rows < tokens, other=0) != 0
     first = jnp.min(jnp.where(valid, rows, tp))
-    first = jnp.where(first == tp, 0, first)  # no valid row: row 0's experts (ref.py's argmax does too)
+    return rows, valid, jnp.where(first == tp, 0, first)
+
+
+def source_row(rows, valid, first, t):
+    """(the row whose scores row t ranks: itself if valid, else the first valid row; whether t is valid)."""
     mine = jnp.sum(jnp.where((rows == t) & valid, 1, 0)) > 0
-    src = jnp.where(mine, t, first)  # the row whose scores this program ranks
+    return jnp.where(mine, t, first), mine
 
-    def scores(idx, ok):
-        """(weight source, choice score) of experts `idx` of row src, -inf / 0 where not `ok`."""
-        x = plgpu.load(logits_ref.at[src + jnp.zeros_like(idx), jnp.minimum(idx, experts - 1)], mask=ok,
-                       other=-jnp.inf)
-        if rule.scoring == "softmax":
-            return x, x
-        sig = jnp.where(ok, lax.logistic(x), 0.0)
-        bias = plgpu.load(bias_ref.at[jnp.minimum(idx, experts - 1)], mask=ok, other=0.0)
-        return sig, jnp.where(ok, sig + bias, -jnp.inf)
 
+def row_scores(logits_ref, bias_ref, src, idx, ok, experts: int, rule: RoutingRule):
+    """(weight source, choice score) of experts `idx` of row src, -inf / 0 where not `ok`."""
+    x = plgpu.load(logits_ref.at[src + jnp.zeros_like(idx), jnp.minimum(idx, experts - 1)], mask=ok,
+                   other=-jnp.inf)
+    if rule.scoring == "softmax":
+        return x, x
+    sig = jnp.where(ok, lax.logistic(x), 0.0)
+    bias = plgpu.load(bias_ref.at[jnp.minimum(idx, experts - 1)], mask=ok, other=0.0)
+    return sig, jnp.where(ok, sig + bias, -jnp.inf)
+
+
+def row_ranks(scores, choice, experts: int):
+    """int32 [1, ep]: each expert's rank in the row (how many come before it: larger choice score, or equal
+    and lower index: lax.top_k's order), as sums of [chunk, ep] comparison tiles. `scores(idx, ok)` gives
+    (source, choice) of experts idx."""
+    ep = choice.shape[1]
+    chunk = max(1, min(ep, RANK_TILE // ep))
     col = lax.broadcasted_iota(jnp.int32, (1, ep), 1)
-    inside = col < experts
-    source, choice = scores(col, inside)  # [1, ep]
 
     def rank_step(c, rank):
         i = c * chunk + lax.broadcasted_iota(jnp.int32, (chunk, 1), 0)
@@ -76,7 +87,15 @@ def _select_kernel(logits_ref, bias_ref, valid_ref, ids_ref, w_ref, *, tokens: i
         before = (i < experts) & ((ci > choice) | ((ci == choice) & (i < col)))  # [chunk, ep]
         return rank + jnp.sum(before.astype(jnp.int32), axis=0, keepdims=True)
 
-    rank = lax.fori_loop(0, ep // chunk, rank_step, jnp.zeros((1, ep), jnp.int32))
+    return lax.fori_loop(0, ep // chunk, rank_step, jnp.zeros((1, ep), jnp.int32))
+
+
+def top_k_weights(source, rank, experts: int, rule: RoutingRule):
+    """(ids int32 [kp, 1], weights float32 [kp, 1], picked bool [kp, 1]) of the row's top_k experts from their
+    ranks: the weights before the padding rule (renormalized, scaled)."""
+    ep, kp = source.shape[1], pl.next_power_of_2(rule.top_k)
+    col = lax.broadcasted_iota(jnp.int32, (1, ep), 1)
+    inside = col < experts
     kk = lax.broadcasted_iota(jnp.int32, (kp, 1), 0)
     picked = kk < rule.top_k
     hit = (rank == kk) & inside & picked  # [kp, ep]
@@ -93,9 +112,26 @@ def _select_kernel(logits_ref, bias_ref, valid_ref, ids_ref, w_ref, *, tokens: i
             wts = jnp.exp(top - lse)
     else:
         wts = top / (jnp.sum(jnp.where(picked, top, 0.0)) + NORM_EPS) if rule.norm_topk_prob else top
-    wts = jnp.where(mine, wts * rule.routed_scaling_factor, 0.0)
+    return ids, wts * rule.routed_scaling_factor, picked
+
+
+def _select_kernel(logits_ref, bias_ref, valid_ref, ids_ref, w_ref, *, tokens: int, experts: int,
+                   rule: RoutingRule):
+    ep = pl.next_power_of_2(experts)
+    t = pl.program_id(0)
+    rows, valid, first = valid_rows(valid_ref, tokens)
+    src, mine = source_row(rows, valid, first, t)
+
+    def scores(idx, ok):
+        return row_scores(logits_ref, bias_ref, src, idx, ok, experts, rule)
+
+    col = lax.broadcasted_iota(jnp.int32, (1, ep), 1)
+    source, choice = scores(col, col < experts)  # [1, ep]
+    ids, wts, picked = top_k_weights(source, row_ranks(scores, choice, experts), experts, rule)
+    wts = jnp.where(mine, wts, 0.0)
     # Masked, not clamped: the interpreter applies a masked store as read-select-write, so a clamped
     # index would write an old value over a real one.
+    kk = lax.broadcasted_iota(jnp.int32, (pl.next_power_of_2(rule.top_k), 1), 0)
     row = t + jnp.zeros_like(kk)
     plgpu.store(ids_ref.at[row, kk], ids, mask=picked)
     plgpu.store(w_ref.at[row, kk], wts, mask=picked)
