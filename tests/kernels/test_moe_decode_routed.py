@@ -66,17 +66,18 @@ def test_split_and_fp8_launches_too(config):
     _check(out, ref.moe_decode(x, want_ids, want_w, *experts), jnp.bfloat16)
 
 
-def test_lowers_to_a_valid_triton_module_at_qwen3_shapes(verified_triton_lowering):
+@pytest.mark.parametrize("scoring,h,f", [("softmax", 2048, 768), ("sigmoid", 4096, 1408)])  # qwen3, glm-4.5-air
+def test_lowers_to_a_valid_triton_module_at_model_shapes(scoring, h, f, verified_triton_lowering):
     from dgjax.quant import Fp8BlockWeight
 
     spec = jax.ShapeDtypeStruct
-    e, h, f = 128, 2048, 768
+    e = 128
     node = lambda i, o: Fp8BlockWeight(weight=spec((e, o, i), jnp.float8_e4m3fn),  # noqa: E731
                                        scale=spec((e, o // 128, i // 128), jnp.float32), shape=(e, i, o),
                                        in_dims=1, expert_dims=1)
-    rule = RoutingRule("softmax", 8, norm_topk_prob=True)
+    rule = RoutingRule(scoring, 8, norm_topk_prob=True)
     args = (spec((2, h), jnp.bfloat16), spec((2, e), jnp.float32), spec((2,), jnp.bool_), spec((e,), jnp.float32),
             node(h, f), node(h, f), node(f, h))
     text = jax.jit(lambda *a: routed.moe_decode_routed(*a, rule=rule)).trace(*args).lower(
         lowering_platforms=("cuda",)).as_text()
-    assert verified_triton_lowering == [True, True] and "moe_gate_up_routed_softmax_fp8_t2" in text
+    assert verified_triton_lowering == [True, True] and f"moe_gate_up_routed_{scoring}_fp8_t2" in text
