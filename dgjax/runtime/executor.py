@@ -69,7 +69,8 @@ class Executor:
         # Early PDL triggers in the Pallas kernels pay for dense bf16 models and cost MoE / quantized ones on the
         # H200 (dgjax/pallas/pdl.py); $DGJAX_PDL_TRIGGER overrides.
         self.pdl_mode = pdl.mode_for_model(cfg.num_experts, params)
-        log.info("Pallas PDL triggers: %s", os.environ.get(pdl.ENV_VAR) or f"{self.pdl_mode} (model default)")
+        log.info("Pallas PDL triggers (CUDA sm_90+ kernels only): %s",
+                 os.environ.get(pdl.ENV_VAR) or f"{self.pdl_mode} (model default)")
 
     # ---- compilation -------------------------------------------------------------------------
     def _arg(self, shape, dtype):
