@@ -21,6 +21,7 @@ from benchmarks.ceilings import time_async
 from benchmarks.moe_experts_bench import SMOKE, _experts
 from benchmarks.moe_kernel_check import _quantized
 from benchmarks.presets import PRESETS
+from benchmarks.report import markdown_table
 from dgjax.config import ModelConfig
 from dgjax.models import moe
 from dgjax.pallas.moe_decode import kernel, routed
@@ -87,12 +88,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
             print(f"{preset} T={tokens}: fused {r['fused_us']:.2f} µs/layer, selection + kernel "
                   f"{r['separate_us']:.2f}; same experts {r['same_ids']}, weight err {r['weight_err']:.1e}, "
                   f"output err {r['out_err']:.1e}", flush=True)
-    print("\n| preset | tokens | fused µs/layer | selection + kernel µs/layer | same experts | max weight err | "
-          "max output diff |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for r in rows:
-        print(f"| {r['preset']} | {r['tokens']} | {r['fused_us']:.2f} | {r['separate_us']:.2f} | {r['same_ids']} | "
-              f"{r['weight_err']:.1e} | {r['out_err']:.1e} |")
+    header = ["preset", "tokens", "fused µs/layer", "selection + kernel µs/layer", "same experts", "max weight err",
+              "max output diff"]
+    print("\n" + "\n".join(markdown_table(header, [
+        [r["preset"], r["tokens"], f"{r['fused_us']:.2f}", f"{r['separate_us']:.2f}", r["same_ids"],
+         f"{r['weight_err']:.1e}", f"{r['out_err']:.1e}"] for r in rows])))
     return rows
 
 

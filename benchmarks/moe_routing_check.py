@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.ceilings import time_async
+from benchmarks.report import markdown_table
 from dgjax.pallas.moe_routing import kernel, ref
 from dgjax.pallas.moe_routing.ref import RoutingRule
 
@@ -81,11 +82,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
             r = rows[-1]
             print(f"{preset} T={tokens}: kernel {r.kernel_us:.2f} µs/layer, ref {r.ref_us:.2f} µs/layer, "
                   f"ids equal {r.ids_equal}, max weight err {r.max_weight_err:.1e}", flush=True)
-    print("\n| preset | tokens | kernel µs/layer | ref.py µs/layer | same experts | max weight err |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for r in rows:
-        print(f"| {r.preset} | {r.tokens} | {r.kernel_us:.2f} | {r.ref_us:.2f} | {r.ids_equal} | "
-              f"{r.max_weight_err:.1e} |")
+    header = ["preset", "tokens", "kernel µs/layer", "ref.py µs/layer", "same experts", "max weight err"]
+    print("\n" + "\n".join(markdown_table(header, [
+        [r.preset, r.tokens, f"{r.kernel_us:.2f}", f"{r.ref_us:.2f}", r.ids_equal, f"{r.max_weight_err:.1e}"]
+        for r in rows])))
     return rows
 
 

@@ -62,6 +62,12 @@ def write_lines(out_dir: str | None, name: str, lines: list[str]) -> None:
             f.write("\n".join(lines) + "\n")
 
 
+def markdown_table(header: list[str], rows: list[list]) -> list[str]:
+    """A markdown table's lines: the header, its rule, one line a row (cells already formatted)."""
+    return ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"] + [
+        "| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+
+
 def write_result(result: dict, stem: str) -> None:
     os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
     with open(stem + ".json", "w") as f:
