@@ -80,3 +80,11 @@ def measure_matmul_ceiling(size: int, calls: int = 10, repeats: int = 5, seed: i
     b.delete()
     flops = 2.0 * size**3
     return MatmulCeiling(size, flops, timing, flops / timing.median_s)
+
+
+def add_timing_args(p, layers: int) -> None:
+    """The timed checks' common options: layers per call, async calls per timing, repeats, CPU smoke mode."""
+    p.add_argument("--layers", type=int, default=layers, help="layers (distinct weights or logits) per call")
+    p.add_argument("--calls", type=int, default=20)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--smoke", action="store_true", help="CPU: kernels interpreted, 2 layers, few calls")

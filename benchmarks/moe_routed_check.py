@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.ceilings import time_async
+from benchmarks.ceilings import add_timing_args, time_async
 from benchmarks.moe_experts_bench import SMOKE, _experts
 from benchmarks.moe_kernel_check import _quantized
 from benchmarks.presets import PRESETS
@@ -67,10 +67,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser()
     p.add_argument("--preset", action="append", choices=["qwen3-30b-a3b", "glm-4.5-air"])
     p.add_argument("--tokens", default="1,2,4")
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--calls", type=int, default=20)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--smoke", action="store_true", help="CPU: kernels interpreted, a tiny config, few calls")
+    add_timing_args(p, layers=4)
     a = p.parse_args(argv)
     interpret = jax.default_backend() != "gpu"
     print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}", flush=True)

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.ceilings import time_async
+from benchmarks.ceilings import add_timing_args, time_async
 from benchmarks.report import markdown_table
 from dgjax.pallas.moe_routing import kernel, ref
 from dgjax.pallas.moe_routing.ref import RoutingRule
@@ -67,10 +67,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     p = argparse.ArgumentParser()
     p.add_argument("--preset", action="append", choices=sorted(RULES))
     p.add_argument("--tokens", default="1,2,4,16")
-    p.add_argument("--layers", type=int, default=48)
-    p.add_argument("--calls", type=int, default=20)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--smoke", action="store_true", help="CPU: kernel interpreted, 2 layers, few calls")
+    add_timing_args(p, layers=48)
     a = p.parse_args(argv)
     interpret = jax.default_backend() != "gpu"
     layers, calls, repeats = (2, 2, 1) if a.smoke else (a.layers, a.calls, a.repeats)
