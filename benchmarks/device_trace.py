@@ -100,6 +100,16 @@ def top_kernels(events: list[dict], ticks: int, n: int = 15) -> list[tuple[str, 
     return [(k, us[k] / ticks, calls[k] / ticks) for k in ranked]
 
 
+def _after_latest_end(events: list[dict]):
+    """(latest-ending earlier kernel, kernel) for every kernel but the first; events sorted by start."""
+    last = None
+    for e in events:
+        if last is not None:
+            yield last, e
+        if last is None or e["ts"] + e["dur"] > last["ts"] + last["dur"]:
+            last = e
+
+
 def overlap_pairs(events: list[dict], ticks: int, n: int = 6) -> list[tuple[str, str, bool, float, float]]:
     """The n kernel-family pairs that overlap most. A kernel starting before the latest end so far overlaps
     the kernel that ends last: on the same stream that is a launch under programmatic dependent launch
@@ -107,20 +117,17 @@ def overlap_pairs(events: list[dict], ticks: int, n: int = 6) -> list[tuple[str,
     stream, µs per tick, times per tick); events sorted by start."""
     us: dict[tuple[str, str, bool], float] = {}
     count: dict[tuple[str, str, bool], int] = {}
-    last = None
-    for e in events:
-        if last is not None and e["ts"] < last["ts"] + last["dur"]:
+    for last, e in _after_latest_end(events):
+        if e["ts"] < last["ts"] + last["dur"]:
             key = (kernel_family(last["name"]), kernel_family(e["name"]), e.get("tid") == last.get("tid"))
             us[key] = us.get(key, 0.0) + min(last["ts"] + last["dur"], e["ts"] + e["dur"]) - e["ts"]
             count[key] = count.get(key, 0) + 1
-        if last is None or e["ts"] + e["dur"] > last["ts"] + last["dur"]:
-            last = e
     ranked = sorted(us, key=us.get, reverse=True)[:n]
     return [(*key, us[key] / ticks, count[key] / ticks) for key in ranked]
 
 
 PALLAS_PREFIXES = ("moe_", "quant_gemv", "fused_decode_attention", "split_merge", "gemv", "add_rms_norm",
-                   "paged_", "fp8_mma")  # our pallas_call names (dgjax/pallas/*/kernel.py)
+                   "paged_")  # our pallas_call names (dgjax/pallas/*/kernel.py)
 
 
 def kernel_class(name: str) -> str:
@@ -131,13 +138,9 @@ def launch_edges(events: list[dict], ticks: int) -> list[tuple[str, float, float
     """Gaps between each kernel's start and the latest end before it, by (earlier class > later class):
     (class pair, edges per tick, median gap µs, summed gap µs per tick); events sorted by start."""
     gaps: dict[str, list[float]] = {}
-    last = None
-    for e in events:
-        if last is not None:
-            key = f"{kernel_class(last['name'])}>{kernel_class(e['name'])}"
-            gaps.setdefault(key, []).append(e["ts"] - (last["ts"] + last["dur"]))
-        if last is None or e["ts"] + e["dur"] > last["ts"] + last["dur"]:
-            last = e
+    for last, e in _after_latest_end(events):
+        key = f"{kernel_class(last['name'])}>{kernel_class(e['name'])}"
+        gaps.setdefault(key, []).append(e["ts"] - (last["ts"] + last["dur"]))
     return [(k, len(v) / ticks, statistics.median(v), sum(v) / ticks) for k, v in sorted(gaps.items())]
 
 
