@@ -165,7 +165,7 @@ def moe_experts(
     GPU for prefill chunks, or DGJAX_MOE_PREFILL=kernel), again only while DGJAX_MOE is auto.
     """
     n, k = expert_ids.shape
-    auto = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower() == "auto"
+    auto = _auto(impl)
     if auto and n <= moe_decode.MAX_TOKENS and moe_decode.use_kernel(n, p.gate, p.up, p.down, hidden_act):
         return moe_decode.moe_decode(x, expert_ids, weights, p.gate, p.up, p.down, hidden_act, impl="kernel")
     num_experts = p.gate.shape[0]
@@ -206,11 +206,9 @@ def moe_block(p: MoEParams, x: jax.Array, cfg: ModelConfig, impl: str | None = N
             with jax.named_scope("router"):
                 logits = router_logits(p.router, flat, cfg)
             with jax.named_scope("experts"):
-                n, e = logits.shape
-                ok = jnp.ones((n,), jnp.bool_) if flat_valid is None else flat_valid
-                bias = jnp.zeros((e,), jnp.float32) if p.router.score_bias is None else p.router.score_bias
-                y = moe_decode.moe_decode_routed(flat, logits, ok, bias, p.experts.gate, p.experts.up,
-                                                 p.experts.down, routing_rule(cfg), cfg.hidden_act).reshape(x.shape)
+                y = moe_decode.moe_decode_routed(flat, logits, p.experts.gate, p.experts.up, p.experts.down,
+                                                 routing_rule(cfg), cfg.hidden_act, p.router.score_bias,
+                                                 flat_valid).reshape(x.shape)
         else:
             with jax.named_scope("router"):
                 ids, weights = route(p.router, flat, cfg, flat_valid)
@@ -222,14 +220,17 @@ def moe_block(p: MoEParams, x: jax.Array, cfg: ModelConfig, impl: str | None = N
         return y
 
 
+def _auto(impl: str | None) -> bool:
+    """Whether the expert path is left to the kernels' apis (impl or $DGJAX_MOE "auto")."""
+    return (impl or os.environ.get(ENV_VAR) or "auto").strip().lower() == "auto"
+
+
 def _routed_in_kernel(p: MoEParams, n: int, cfg: ModelConfig, impl: str | None) -> bool:
     """The decode kernel selects the experts itself: asked for (DGJAX_MOE_ROUTING=fused), the expert path on
-    auto, and the routed kernel takes this step (moe_decode.use_routed)."""
-    auto = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower() == "auto"
-    e = p.experts.gate.shape[0]
-    return (auto and moe_routing.fused_requested() and n <= moe_decode.MAX_TOKENS
-            and moe_decode.use_routed(n, e, routing_rule(cfg), p.experts.gate, p.experts.up, p.experts.down,
-                                      cfg.hidden_act))
+    auto, and the routed kernel takes this step of n tokens (moe_decode.use_routed)."""
+    return (_auto(impl) and moe_routing.fused_requested()
+            and moe_decode.use_routed(n, p.experts.gate.shape[0], routing_rule(cfg), p.experts.gate, p.experts.up,
+                                      p.experts.down, cfg.hidden_act))
 
 
 def feed_forward(p: Any, x: jax.Array, cfg: ModelConfig, valid: jax.Array | None = None) -> jax.Array:

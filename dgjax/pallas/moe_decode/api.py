@@ -26,6 +26,7 @@ import logging
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.moe_decode import fused, kernel, ref, routed
@@ -91,10 +92,15 @@ def use_routed(tokens: int, num_experts: int, rule: RoutingRule, gate: Any, up: 
     return routed.supports(tokens, num_experts, rule) and use_kernel(tokens, gate, up, down, hidden_act)
 
 
-def moe_decode_routed(x: jax.Array, logits: jax.Array, valid: jax.Array, score_bias: jax.Array, gate: Any,
-                      up: Any, down: Any, rule: RoutingRule, hidden_act: str = "silu") -> jax.Array:
+def moe_decode_routed(x: jax.Array, logits: jax.Array, gate: Any, up: Any, down: Any, rule: RoutingRule,
+                      hidden_act: str = "silu", score_bias: jax.Array | None = None,
+                      valid: jax.Array | None = None) -> jax.Array:
     """moe_decode on moe_routing.ref.select_experts(logits, rule, score_bias, valid), the selection made by the
-    kernel's gate/up programs (DGJAX_MOE_ROUTING=fused); callers check `use_routed` first."""
-    out, _, _ = routed.moe_decode_routed(x, logits, valid, score_bias, gate, up, down, rule=rule,
+    kernel's gate/up programs (DGJAX_MOE_ROUTING=fused); callers check `use_routed` first. score_bias None:
+    zeros; valid None: every row a real token (select_experts' defaults)."""
+    n, e = logits.shape
+    bias = jnp.zeros((e,), jnp.float32) if score_bias is None else score_bias
+    valid = jnp.ones((n,), jnp.bool_) if valid is None else valid
+    out, _, _ = routed.moe_decode_routed(x, logits, valid, bias, gate, up, down, rule=rule,
                                          hidden_act=hidden_act, interpret=jax.default_backend() != "gpu")
     return out
