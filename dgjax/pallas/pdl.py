@@ -1,4 +1,4 @@
-"""Early programmatic-dependent-launch triggers in Pallas-Triton kernels (on for dense bf16 models at sm_90+).
+"""Early programmatic-dependent-launch triggers in Pallas-Triton kernels (on for dense unquantized models, sm_90+).
 
 Why: XLA launches the decode tick's kernels with programmatic dependent launch (PDL) inside its CUDA graphs and
 puts `griddepcontrol.wait` at each kernel's entry, Pallas kernels included. Nothing in a deviceless compile of
@@ -74,9 +74,8 @@ def trigger_enabled(platform: str = "cuda", compute_capability: int | None = MIN
                     kernel: str = "") -> bool:
     """$DGJAX_PDL_TRIGGER for a kernel named `kernel`, lowered for `platform` at `compute_capability` (Pallas'
     int form, 90 for 9.0; None where unknown or ROCm): unset, the `model_default` ("off" outside one); "auto"
-    (on for CUDA at sm_90+), "on", "off",
-    or "kernels:" and comma-separated kernel-name prefixes (auto, but only in kernels whose name starts with
-    one: for A/B of which kernels should trigger)."""
+    (on for CUDA at sm_90+), "on", "off", or "kernels:" and comma-separated kernel-name prefixes (auto, but
+    only in kernels whose name starts with one: for A/B of which kernels should trigger)."""
     raw = os.environ.get(ENV_VAR, "").strip()
     if raw.startswith(KERNELS):
         prefixes = tuple(p.strip() for p in raw[len(KERNELS):].split(",") if p.strip())
