@@ -113,3 +113,13 @@ def test_auto_takes_the_kernel_on_the_gpu_for_sigmoid_routing_only(monkeypatch):
     assert not api.use_kernel(17, 128, GLM45)  # prefill chunks
     monkeypatch.setenv(api.ENV_VAR, "ref")
     assert not api.use_kernel(1, 128, GLM45)
+
+
+def test_fused_selects_like_auto_wherever_the_decode_kernel_does_not_take_it(monkeypatch):
+    """DGJAX_MOE_ROUTING=fused asks the MoE decode kernel to select (moe_decode/routed.py); for a standalone
+    selection (prefill chunks, reference experts) it is "auto": the kernel for sigmoid on a GPU only."""
+    monkeypatch.setenv(api.ENV_VAR, "fused")
+    assert api.fused_requested() and not api.fused_requested("auto")
+    assert not api.use_kernel(1, 128, GLM45)  # CPU
+    monkeypatch.setattr(api.jax, "default_backend", lambda: "gpu")
+    assert api.use_kernel(1, 128, GLM45) and not api.use_kernel(1, 128, QWEN3)
