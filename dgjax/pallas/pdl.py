@@ -21,8 +21,9 @@ Where: $DGJAX_PDL_TRIGGER_AT "start" (default) triggers at the program-id reads,
 may take SM slots for the whole of this kernel; "end" triggers where a kernel hands its result to the store
 (`trigger_after`, called by the quantized GEMV, the MoE decode stages, the decode attention and its merge),
 after the weight stream: the next kernel's launch then overlaps only this kernel's tail (its last programs'
-epilogues and exits), which is what the MoE presets' slow edges look like (s13, unmeasured on the GPU yet:
-benchmarks/campaign_s14b.sh). Kernels without such a call do not trigger at "end".
+epilogues and exits). Kernels without such a call do not trigger at "end". Measured (s14b,
+benchmarks/results/2026-12-02-s14-routing-split-k-end-trigger.md): glm-4.5-air fp8 C1 161.9 / 162.0 tok/s
+against 169.3 / 169.2 off; llama-3.1-8b C1 240.0 against 239.6 at "start"; so "start" stays the default.
 
 `install()` wraps the Pallas-Triton lowering of `program_id` once (at import of dgjax.pallas); the switch is
 read when a kernel is lowered, so interpreted kernels (no Triton lowering) are never affected. The PTX

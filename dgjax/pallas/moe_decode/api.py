@@ -13,7 +13,7 @@ by setting the variable before each `jit`. DGJAX_MOE_FUSE (none | all | expert, 
   than that launch: qwen3-30b-a3b fp8 C1, moe_down 800 vs 473 µs per tick, device 3.69 vs 3.43 ms per tick
   (benchmarks/results/2026-12-01-s8a-*).
 - "expert": one kernel per layer does gate/up, activation and down for each ffw block (fused.py; non-packed
-  formats). Not timed on the H200 yet (benchmarks/campaign_s10c.sh), so opt-in.
+  formats). Slower on the H200 (s10c: qwen3-30b-a3b fp8 C1 295.8 vs 330.3 tok/s), so opt-in.
 `moe_decode_routed` takes the router logits instead of the selection and has the kernel's gate/up programs
 select the experts themselves (routed.py; chosen by the model where DGJAX_MOE_ROUTING=fused and `use_routed`).
 Weights are expert-stacked arrays ([E, embed, ffw] gate/up, [E, ffw, embed] down) or quantized nodes standing

@@ -17,7 +17,9 @@ columns is 64 bytes, two DRAM sectors.
 Slots and the dedupe are the two-stage kernel's (first slot of an expert computes, the others store zeros).
 Formats: every non-packed one tiles.py reads (plain, FP8 blocks, int8 groups); packed nibbles need h's
 even and odd columns apart, which registers do not give, so they stay on the two-stage kernel.
-Off by default (DGJAX_MOE_FUSE=expert) until timed on the H200.
+Off by default (DGJAX_MOE_FUSE=expert): on the H200 (s10c, benchmarks/results/2026-12-02-session10-summary.md)
+its programs, one per ffw block, stream too few bytes each: qwen3-30b-a3b experts 34.6-37.2 µs against
+23.3 two-stage, engine C1 fp8 295.8 vs 330.3 tok/s (glm-4.5-air 127.4 vs 164.6).
 """
 
 from __future__ import annotations
