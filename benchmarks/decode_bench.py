@@ -30,6 +30,7 @@ from benchmarks.ceilings import measure_matmul_ceiling, measure_read_ceiling
 from benchmarks.device_trace import steady_tick_stats, trace_events
 from benchmarks.engine_runs import BenchEngine, decode_max_tokens, engine_config, plan_engines
 from benchmarks.presets import PRESETS, write_model_dir
+from benchmarks.traces import greedy_fingerprint
 from dgjax.config import ModelConfig
 from dgjax.models.batch import resolve_kv_cache_dtype
 from dgjax.models.params import resolve_dtype
@@ -169,7 +170,7 @@ def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, c
     gpu_state.spin(args.warm_s)  # the clocks up before the window (gpu_state's docstring)
     clocks = {"before": gpu_state.clocks_mhz()}
     t0 = time.perf_counter()
-    window, _, dispatch_ms = be.decode(rng, context, concurrency, max_tokens, args.timeout)
+    window, streams, dispatch_ms = be.decode(rng, context, concurrency, max_tokens, args.timeout)
     clocks["after"] = gpu_state.clocks_mhz()
     host_ms = be.recorder.dispatch_host_ms(window.start, window.end, concurrency)
     wall = time.perf_counter() - t0
@@ -201,6 +202,7 @@ def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, c
         "ref_gather_bytes": roofline.ref_attention_gather_bytes(
             cfg, dtype, concurrency, be.max_model_len, args.page_size),
         "engine_max_model_len": be.max_model_len, "wall_s": wall, "warm_s": args.warm_s, "clocks_mhz": clocks,
+        "greedy_tokens": [s.token_ids for s in streams], "greedy_sha1": greedy_fingerprint(streams),
     }
     log(f"decode ctx={context} C={concurrency}: {ms:.2f} ms/step engine, {ticks} device, "
         f"{window.aggregate_tok_s:.1f} tok/s total, {100 * row['frac_ceiling']:.1f}% of ceiling ({wall:.1f} s)")

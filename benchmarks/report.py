@@ -186,6 +186,9 @@ def render_markdown(r: dict) -> str:
         )
     lines += ["", "## Decode (steady window: every stream decoding, no prefill in flight)", ""]
     lines += _decode_table(r["decode"])
+    prints = [f"{d['context']} x {d['concurrency']}: `{d['greedy_sha1']}`" for d in r["decode"] if d.get("greedy_sha1")]
+    if prints:  # runs of one seed and preset must agree here whatever the switches (benchmarks/traces.py)
+        lines += ["", "Greedy tokens (sha1 of every stream's generated ids; context x streams): " + ", ".join(prints)]
     if r.get("reference"):
         lines += ["", "## Reference path, same run (plain-jnp attention, unfused projections)", ""]
         lines += _decode_table(r["reference"])

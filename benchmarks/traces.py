@@ -10,6 +10,8 @@ decodes all C streams and nothing else, which is the decode throughput the bench
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import statistics
 import threading
 import time
@@ -24,6 +26,7 @@ class StreamTrace:
         self.submitted = 0.0
         self.times: list[float] = []
         self.counts: list[int] = []
+        self.token_ids: list[int] = []  # everything generated, to compare runs of one seed (greedy_fingerprint)
         self.finish_reason = None
         self.error: str | None = None
         self.done = threading.Event()
@@ -33,6 +36,7 @@ class StreamTrace:
         if out.token_ids:
             self.times.append(now)
             self.counts.append(out.num_generated_tokens)
+            self.token_ids.extend(out.token_ids)
         if out.finished:
             self.finish_reason, self.error = out.finish_reason, out.error
             self.done.set()
@@ -72,6 +76,13 @@ class SteadyWindow:
     def aggregate_tok_s(self) -> float:
         """Every stream gets one token per tick inside the window."""
         return len(self.tokens) * self.per_stream_tok_s
+
+
+def greedy_fingerprint(traces: list[StreamTrace]) -> str:
+    """A short hash of every stream's generated ids, in submission order. Runs of one seed and preset make the
+    same prompts and (greedy, deterministic kernels) the same tokens, so an A/B whose arms disagree here
+    changed the results, not only the speed (a race, or a different rounding path)."""
+    return hashlib.sha1(json.dumps([t.token_ids for t in traces]).encode()).hexdigest()[:12]
 
 
 def steady_window(traces: list[StreamTrace], prompt_len: int) -> SteadyWindow:

@@ -22,7 +22,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dgjax.pallas import pdl
-from dgjax.runtime import compile_cache, flat_call, param_packing, sampler, steps
+from dgjax.runtime import compile_cache, flat_call, graph_scheduling, param_packing, sampler, steps
 from dgjax.runtime.device_state import DeviceState
 from dgjax.runtime.types import MAX_TOP_LOGPROBS
 
@@ -71,6 +71,10 @@ class Executor:
         self.pdl_mode = pdl.mode_for_model(cfg.num_experts, params)
         log.info("Pallas PDL triggers (CUDA sm_90+ kernels only): %s",
                  os.environ.get(pdl.ENV_VAR) or f"{self.pdl_mode} (model default)")
+        # How the kernels of a decode step's CUDA graph may overlap (dgjax/runtime/graph_scheduling.py).
+        self.graph_scheduling = graph_scheduling.resolve()
+        self.decode_options = graph_scheduling.compile_options(self.graph_scheduling)
+        log.info("decode CUDA-graph scheduling: %s", self.graph_scheduling)
 
     # ---- compilation -------------------------------------------------------------------------
     def _arg(self, shape, dtype):
@@ -81,15 +85,16 @@ class Executor:
         return jax.tree.map(lambda a: self._arg(a.shape, a.dtype), st)
 
     def _compile(self, name: str, fn: Callable, args: tuple, donate: tuple[int, ...],
-                 returns_state_only: bool = False):
-        """Lower and compile; outputs keep the state's shardings so the next call accepts them."""
+                 returns_state_only: bool = False, options: dict[str, str] | None = None):
+        """Lower and compile (with XLA compile `options`); outputs keep the state's shardings so the next call
+        accepts them."""
         t0 = time.perf_counter()
         hits0, misses0 = compile_cache.counts()
         state_sh = jax.tree.map(lambda a: a.sharding, self.state)
         out_sh = state_sh if returns_state_only else (state_sh, self._replicated)
         with pdl.model_default(self.pdl_mode):
             lowered = jax.jit(fn, donate_argnums=donate, out_shardings=out_sh).lower(*args)
-        compiled = lowered.compile()
+        compiled = lowered.compile(compiler_options=options or None)
         hits, misses = compile_cache.counts()
         how = "loaded from cache" if hits > hits0 and misses == misses0 else "compiled"
         log.info("%s: %s in %.2fs", name, how, time.perf_counter() - t0)
@@ -148,7 +153,8 @@ class Executor:
             self._arg((width,), jnp.bool_),
             self._sampling_abstract(width),
         )
-        return flat_call.bind(self._compile(f"decode[B={width},top={num_top}]", fn, args, (1,)), self.call_params)
+        return flat_call.bind(self._compile(f"decode[B={width},top={num_top}]", fn, args, (1,),
+                                            options=self.decode_options), self.call_params)
 
     def _compile_decode_forward(self, p_abs, s_abs, width: int):
         fn = param_packing.taking_packed(steps.bind(steps.decode_forward, family=self.family, cfg=self.cfg))
@@ -158,7 +164,8 @@ class Executor:
             self._arg((width, self.max_pages_per_seq), jnp.int32),
             self._arg((width,), jnp.bool_),
         )
-        return flat_call.bind(self._compile(f"decode_forward[B={width}]", fn, args, (1,)), self.call_params)
+        return flat_call.bind(self._compile(f"decode_forward[B={width}]", fn, args, (1,),
+                                            options=self.decode_options), self.call_params)
 
     def _compile_decode_sample(self, s_abs, width: int, num_top: int):
         fn = steps.bind(steps.decode_sample, num_top=num_top)
@@ -170,7 +177,7 @@ class Executor:
             self._sampling_abstract(width),
             self._arg((width, self.mask_words), jnp.int32),
         )
-        return self._compile(f"decode_sample[B={width},top={num_top}]", fn, args, (0,))
+        return self._compile(f"decode_sample[B={width},top={num_top}]", fn, args, (0,), options=self.decode_options)
 
     def _compile_prefill(self, p_abs, s_abs, chunk: int, with_plp: bool):
         fn = steps.bind(

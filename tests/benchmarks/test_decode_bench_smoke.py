@@ -4,6 +4,7 @@ engine, writes the dated markdown and the JSON, and every number in them is posi
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import math
 import os
@@ -64,6 +65,10 @@ def test_tiny_preset_writes_markdown_and_json_with_finite_numbers(tmp_path):
         assert d["tok_s_aggregate"] == pytest.approx(d["tok_s_per_stream"] * d["concurrency"])
         assert d["bytes_per_s"] == pytest.approx(d["bytes_per_step"] / (d["ms_per_step"] / 1e3))
         assert d["frac_ceiling"] == pytest.approx(d["bytes_per_s"] / raw["ceiling"]["read_bytes_per_s"])
+        # every stream's generated ids, and their fingerprint in both files (A/B arms compare it)
+        assert [len(ids) for ids in d["greedy_tokens"]] == [d["max_tokens"]] * d["concurrency"]
+        assert d["greedy_sha1"] == hashlib.sha1(json.dumps(d["greedy_tokens"]).encode()).hexdigest()[:12]
+        assert f"{d['context']} x {d['concurrency']}: `{d['greedy_sha1']}`" in md
 
     ref_cases = sorted((d["context"], d["concurrency"]) for d in raw["reference"])
     assert ref_cases == [(CONTEXTS[0], 1), (CONTEXTS[0], max(CONCURRENCY))]
@@ -78,3 +83,21 @@ def test_tiny_preset_writes_markdown_and_json_with_finite_numbers(tmp_path):
     assert "## Decode" in md and "## Cold prefill" in md and "SM MHz before / after" in md
     tail = proc.stdout[proc.stdout.rindex("read ceiling at the end"):]  # the table comes last
     assert "ms/step" in tail and "TTFT" in tail
+
+
+def test_greedy_fingerprint_follows_every_id_and_the_stream_order():
+    from benchmarks.traces import StreamTrace, greedy_fingerprint
+
+    def streams(*ids):
+        out = []
+        for s in ids:
+            t = StreamTrace()
+            t.token_ids = list(s)
+            out.append(t)
+        return out
+
+    base = greedy_fingerprint(streams([1, 2, 3], [4, 5]))
+    assert base == greedy_fingerprint(streams([1, 2, 3], [4, 5])) and len(base) == 12
+    assert base != greedy_fingerprint(streams([1, 2, 3], [4, 6]))
+    assert base != greedy_fingerprint(streams([4, 5], [1, 2, 3]))
+    assert base != greedy_fingerprint(streams([1, 2], [3, 4, 5]))  # where one stream ends matters

@@ -1,0 +1,38 @@
+"""How XLA may order the kernels inside a decode step's CUDA graph ($DGJAX_GRAPH_SCHEDULING).
+
+Why: a decode step runs as one CUDA graph (XLA command buffers) of several hundred latency-bound kernels
+(benchmarks/results/2026-12-02-s10f-ncu-decode-kernels-nvidia-h200.md: 6-15% occupancy each). XLA's default
+scheduling (LHS, the latency-hiding scheduler's stream order) chains them on one stream. With CONCURRENT,
+XLA builds the graph from the buffers each kernel reads and writes, so kernels that do not depend on each
+other may run side by side: GLM-4.5's shared expert beside its routed experts, the routing fusions beside
+the attention. Measured on the H200 (s14e, benchmarks/results/2026-12-02-s14e-graph-scheduling.md),
+glm-4.5-air fp8 C1: 170.7 and 170.7 tok/s against 167.9 and 159.9 by default, 0.92 ms a tick of kernels
+overlapping, busy 5.65 against 6.00-6.16 ms; qwen3-30b-a3b fp8 C1 334.7 against 363.6 (one pair). Opt-in
+until a run shows the same greedy tokens both ways (benchmarks/campaign_s15a.sh).
+
+Modes: "xla" (default: whatever XLA_FLAGS / XLA choose), "concurrent", "serialize". The mode is a compile
+option of the decode executables only (prefill chunks are a few large kernels), so it changes no
+process-wide flag and one process can compile a step both ways.
+"""
+
+from __future__ import annotations
+
+import os
+
+ENV_VAR = "DGJAX_GRAPH_SCHEDULING"
+OPTION = "xla_gpu_command_buffer_scheduling_mode"
+MODES = {"xla": None, "concurrent": "CONCURRENT", "serialize": "SERIALIZE"}
+
+
+def resolve(mode: str | None = None) -> str:
+    """The requested mode: the argument, else $DGJAX_GRAPH_SCHEDULING, else "xla"."""
+    value = (mode if mode is not None else os.environ.get(ENV_VAR, "")).strip().lower() or "xla"
+    if value not in MODES:
+        raise ValueError(f"{ENV_VAR} must be one of {sorted(MODES)}, got {value!r}")
+    return value
+
+
+def compile_options(mode: str | None = None) -> dict[str, str]:
+    """XLA compile options for a decode executable under `mode` (empty for "xla")."""
+    xla_value = MODES[resolve(mode)]
+    return {} if xla_value is None else {OPTION: xla_value}
