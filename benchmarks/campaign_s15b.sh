@@ -14,7 +14,8 @@ for m in NEVER_UPDATE CAPTURE_CMD_NEVER_UPDATE SKIP_TEMP; do
   python3 -c "import jax; jax.jit(lambda x: x * 2).lower(1.).compile(
       compiler_options={'xla_gpu_command_buffer_update_mode': '$m'})" > /dev/null 2>&1 && MODES="$MODES $m"
 done
-echo "== update modes this XLA knows besides the default:$MODES"
+MODES=${MODES# }
+echo "== update modes this XLA knows besides the default: $MODES"
 for i in 1 2 3; do
   run q_$i 90 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1; show q_$i
   for m in $MODES; do
