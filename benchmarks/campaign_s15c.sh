@@ -1,7 +1,8 @@
 # Prepared in session 14 for session 15 (~7 min): 1) qwen3-30b-a3b fp8's softmax selection as one Pallas kernel
 # (DGJAX_MOE_ROUTING=kernel) against XLA's fusions once more: s8d and s11i had it lose (325.0 vs 355.2, 348.4 vs
 # 363.8) with equal device time, which is what the slow mode looks like; here three interleaved pairs, with the
-# greedy fingerprints (both selections must pick the same experts) and the launch edges that tell the modes
+# greedy fingerprints (the same experts, but weights within ~1e-7 of XLA's may round
+# differently later, so only equal fingerprints say something) and the launch edges that tell the modes
 # apart. 2) llama-3.1-8b C4 and C16 at 1K with today's defaults (C4 last read 878.6 before the PDL triggers).
 BUDGET_S=${BUDGET_S:-540}
 source benchmarks/campaign_lib.sh
