@@ -10,29 +10,43 @@ glm-4.5-air fp8 C1: 170.7 and 170.7 tok/s against 167.9 and 159.9 by default, 0.
 overlapping, busy 5.65 against 6.00-6.16 ms; qwen3-30b-a3b fp8 C1 334.7 against 363.6 (one pair). Opt-in
 until a run shows the same greedy tokens both ways (benchmarks/campaign_s15a.sh).
 
-Modes: "xla" (default: whatever XLA_FLAGS / XLA choose), "concurrent", "serialize". The mode is a compile
-option of the decode executables only (prefill chunks are a few large kernels), so it changes no
-process-wide flag and one process can compile a step both ways.
+Modes: "xla" (default: whatever XLA_FLAGS / XLA choose), "auto" (concurrent for models with a shared expert,
+the case measured to gain, else "xla"; the intended default once s15a holds), "concurrent", "serialize".
+The mode is a compile option of the decode executables only (prefill chunks are a few large kernels), so it
+changes no process-wide flag and one process can compile a step both ways.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 ENV_VAR = "DGJAX_GRAPH_SCHEDULING"
 OPTION = "xla_gpu_command_buffer_scheduling_mode"
-MODES = {"xla": None, "concurrent": "CONCURRENT", "serialize": "SERIALIZE"}
+MODES = {"xla": None, "auto": None, "concurrent": "CONCURRENT", "serialize": "SERIALIZE"}
+DEFAULT = "xla"
 
 
 def resolve(mode: str | None = None) -> str:
-    """The requested mode: the argument, else $DGJAX_GRAPH_SCHEDULING, else "xla"."""
-    value = (mode if mode is not None else os.environ.get(ENV_VAR, "")).strip().lower() or "xla"
+    """The requested mode: the argument, else $DGJAX_GRAPH_SCHEDULING, else DEFAULT."""
+    value = (mode if mode is not None else os.environ.get(ENV_VAR, "")).strip().lower() or DEFAULT
     if value not in MODES:
         raise ValueError(f"{ENV_VAR} must be one of {sorted(MODES)}, got {value!r}")
     return value
 
 
+def for_model(cfg: Any, mode: str | None = None) -> str:
+    """The mode a model's decode executables get: "auto" resolved by the model (a shared expert: concurrent)."""
+    chosen = resolve(mode)
+    if chosen != "auto":
+        return chosen
+    return "concurrent" if getattr(cfg, "shared_expert_intermediate_size", 0) else "xla"
+
+
 def compile_options(mode: str | None = None) -> dict[str, str]:
-    """XLA compile options for a decode executable under `mode` (empty for "xla")."""
-    xla_value = MODES[resolve(mode)]
+    """XLA compile options for a decode executable under `mode` (empty for "xla"; resolve "auto" first)."""
+    chosen = resolve(mode)
+    if chosen == "auto":
+        raise ValueError('graph scheduling "auto" depends on the model: pass for_model(cfg) instead')
+    xla_value = MODES[chosen]
     return {} if xla_value is None else {OPTION: xla_value}

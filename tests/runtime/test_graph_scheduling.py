@@ -28,11 +28,26 @@ def test_xla_knows_the_option_and_checks_its_value():
     # The option name is a real DebugOptions field (XLA parses GPU options on every backend): a rename in a
     # later XLA fails here instead of silently doing nothing on the GPU.
     lowered = jax.jit(lambda x: x * 2).lower(jnp.ones(3))
-    for mode in graph_scheduling.MODES:
+    for mode in ("xla", "concurrent", "serialize"):
         assert lowered.compile(compiler_options=graph_scheduling.compile_options(mode) or None)(
             jnp.ones(3)).tolist() == [2.0, 2.0, 2.0]
     with pytest.raises(Exception, match="not a valid enum value"):
         lowered.compile(compiler_options={graph_scheduling.OPTION: "SIDEWAYS"})
+
+
+def test_auto_follows_the_model_shared_expert(monkeypatch):
+    from benchmarks.presets import PRESETS
+    from dgjax.config import ModelConfig
+
+    monkeypatch.delenv(graph_scheduling.ENV_VAR, raising=False)
+    cfgs = {p: ModelConfig.from_hf_dict(PRESETS[p]) for p in ("glm-4.5-air", "qwen3-30b-a3b", "llama-3.1-8b")}
+    picked = {p: graph_scheduling.for_model(c, "auto") for p, c in cfgs.items()}
+    assert picked == {"glm-4.5-air": "concurrent", "qwen3-30b-a3b": "xla", "llama-3.1-8b": "xla"}
+    # the default stays XLA's own order for every model until s15a compares greedy tokens on the GPU
+    assert {graph_scheduling.for_model(c) for c in cfgs.values()} == {graph_scheduling.DEFAULT} == {"xla"}
+    assert graph_scheduling.for_model(cfgs["llama-3.1-8b"], "serialize") == "serialize"
+    with pytest.raises(ValueError, match="for_model"):
+        graph_scheduling.compile_options("auto")
 
 
 def _greedy_ids(monkeypatch, mode: str | None):
