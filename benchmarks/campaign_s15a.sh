@@ -3,7 +3,8 @@
 # s14e (XLA_FLAGS form): glm-4.5-air fp8 C1 170.7 / 170.7 against 167.9 / 159.9; one qwen3 pair lost (334.7 vs
 # 363.6, the concurrent run in the slow mode). Here through the engine's compile option, interleaved, and each
 # run prints its greedy-token fingerprint: runs of one preset must all agree (same seed, same prompts), or the
-# concurrent graph changed results. Default-against-default agreement shows the fingerprint is stable at all.
+# concurrent graph changed results (`python -m benchmarks.greedy_diff` on the JSONs says where). Default-against-
+# default agreement shows the fingerprint is stable at all.
 BUDGET_S=${BUDGET_S:-560}
 source benchmarks/campaign_lib.sh
 show() { grep -h "ms busy per tick" $OUT/$1/*.md | sed 's/.*steady ticks, //'; grep -h "^Greedy tokens" $OUT/$1/*.md; }

@@ -101,3 +101,23 @@ def test_greedy_fingerprint_follows_every_id_and_the_stream_order():
     assert base != greedy_fingerprint(streams([1, 2, 3], [4, 6]))
     assert base != greedy_fingerprint(streams([4, 5], [1, 2, 3]))
     assert base != greedy_fingerprint(streams([1, 2], [3, 4, 5]))  # where one stream ends matters
+
+
+def test_greedy_diff_reports_where_each_stream_parts(tmp_path):
+    from benchmarks.greedy_diff import first_difference, main
+
+    assert first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert first_difference([1, 2, 3], [1, 5, 3]) == 1 and first_difference([1, 2], [1, 2, 3]) == 2
+
+    def run(name, streams, context=1024):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"decode": [{"context": context, "concurrency": len(streams),
+                                                "greedy_tokens": streams}]}))
+        return str(path)
+
+    a = run("a", [[1, 2, 3, 4], [5, 6, 7, 8]])
+    b = run("b", [[1, 2, 3, 4], [5, 6, 9, 8]])
+    c = run("c", [[0, 2, 3, 4], [5, 6, 7, 8]])
+    rows = main([a, b, c])
+    assert [(r["run"], r["first_difference"]) for r in rows] == [(1, [None, 2]), (2, [0, None])]
+    assert rows[0]["tokens"] == 4 and rows[0]["context"] == 1024
