@@ -72,10 +72,11 @@ class Executor:
         log.info("Pallas PDL triggers (CUDA sm_90+ kernels only): %s",
                  os.environ.get(pdl.ENV_VAR) or f"{self.pdl_mode} (model default)")
         # How the kernels of a decode step's CUDA graph may overlap (dgjax/runtime/graph_scheduling.py).
-        self.graph_scheduling = graph_scheduling.for_model(cfg)
+        requested = graph_scheduling.resolve()
+        self.graph_scheduling = graph_scheduling.for_model(cfg, requested)
         self.decode_options = graph_scheduling.compile_options(self.graph_scheduling)
         log.info("decode CUDA-graph scheduling: %s (%s=%s)", self.graph_scheduling, graph_scheduling.ENV_VAR,
-                 graph_scheduling.resolve())
+                 requested)
 
     # ---- compilation -------------------------------------------------------------------------
     def _arg(self, shape, dtype):

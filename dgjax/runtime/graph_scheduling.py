@@ -18,8 +18,8 @@ changes no process-wide flag and one process can compile a step both ways.
 
 from __future__ import annotations
 
-import os
-from typing import Any
+from dgjax.config import ModelConfig
+from dgjax.pallas.launch import choose_impl
 
 ENV_VAR = "DGJAX_GRAPH_SCHEDULING"
 OPTION = "xla_gpu_command_buffer_scheduling_mode"
@@ -29,18 +29,15 @@ DEFAULT = "xla"
 
 def resolve(mode: str | None = None) -> str:
     """The requested mode: the argument, else $DGJAX_GRAPH_SCHEDULING, else DEFAULT."""
-    value = (mode if mode is not None else os.environ.get(ENV_VAR, "")).strip().lower() or DEFAULT
-    if value not in MODES:
-        raise ValueError(f"{ENV_VAR} must be one of {sorted(MODES)}, got {value!r}")
-    return value
+    return choose_impl(mode, ENV_VAR, tuple(MODES), "graph scheduling", default=DEFAULT)
 
 
-def for_model(cfg: Any, mode: str | None = None) -> str:
+def for_model(cfg: ModelConfig, mode: str | None = None) -> str:
     """The mode a model's decode executables get: "auto" resolved by the model (a shared expert: concurrent)."""
     chosen = resolve(mode)
     if chosen != "auto":
         return chosen
-    return "concurrent" if getattr(cfg, "shared_expert_intermediate_size", 0) else "xla"
+    return "concurrent" if cfg.shared_expert_intermediate_size else "xla"
 
 
 def compile_options(mode: str | None = None) -> dict[str, str]:
