@@ -14,7 +14,6 @@ large token counts (prefill chunks) materializes tokens * top_k expert copies.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import jax
@@ -29,6 +28,7 @@ from dgjax.models import blocks
 from dgjax.models.ops import matmul
 from dgjax.models.params import ParamSpec, normal_init, zeros_init
 from dgjax.pallas import moe_decode, moe_prefill, moe_routing
+from dgjax.pallas.launch import choose_impl
 
 IMPLS = ("auto", "ragged", "gather")
 ENV_VAR = "DGJAX_MOE"
@@ -145,9 +145,7 @@ def expert_matmul(
 
 def resolve_impl(impl: str | None, assignments: int, num_experts: int) -> str:
     """"ragged" or "gather": the argument, else $DGJAX_MOE, else auto (by the assignment count)."""
-    chosen = (impl or os.environ.get(ENV_VAR) or "auto").strip().lower()
-    if chosen not in IMPLS:
-        raise ValueError(f"moe impl must be one of {IMPLS}, got {chosen!r} (from {ENV_VAR} or impl=)")
+    chosen = choose_impl(impl, ENV_VAR, IMPLS, "moe")
     if chosen == "auto":
         return "gather" if assignments * GATHER_FACTOR <= num_experts else "ragged"
     return chosen
@@ -222,7 +220,7 @@ def moe_block(p: MoEParams, x: jax.Array, cfg: ModelConfig, impl: str | None = N
 
 def _auto(impl: str | None) -> bool:
     """Whether the expert path is left to the kernels' apis (impl or $DGJAX_MOE "auto")."""
-    return (impl or os.environ.get(ENV_VAR) or "auto").strip().lower() == "auto"
+    return choose_impl(impl, ENV_VAR, IMPLS, "moe") == "auto"
 
 
 def _routed_in_kernel(p: MoEParams, n: int, cfg: ModelConfig, impl: str | None) -> bool:
