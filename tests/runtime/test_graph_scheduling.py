@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+from benchmarks.engine_runs import executor_of
 from dgjax.llm import LLM
 from dgjax.runtime import graph_scheduling
 from dgjax.runtime.types import SamplingParams
@@ -57,7 +58,7 @@ def _greedy_ids(monkeypatch, mode: str | None):
         monkeypatch.setenv(graph_scheduling.ENV_VAR, mode)
     cfg = small_engine_config(decode_buckets=(1, 2), prefill_buckets=(16,), aot_logprob_variants=False)
     with LLM(MODEL_DIR, cfg) as llm:
-        executor = llm.engine._loaded.executor
+        executor = executor_of(llm.engine)
         outs = llm.generate(["The with statement", "import"],
                             SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))
         return executor.graph_scheduling, executor.decode_options, [o.token_ids for o in outs]
