@@ -22,7 +22,8 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dgjax.pallas import pdl
-from dgjax.runtime import compile_cache, flat_call, graph_scheduling, param_packing, sampler, steps
+from dgjax.runtime import (compile_cache, flat_call, graph_scheduling, param_packing, result_mailbox, sampler,
+                           steps)
 from dgjax.runtime.device_state import DeviceState
 from dgjax.runtime.types import MAX_TOP_LOGPROBS
 
@@ -77,6 +78,12 @@ class Executor:
         self.decode_options = graph_scheduling.compile_options(self.graph_scheduling)
         log.info("decode CUDA-graph scheduling: %s (%s=%s)", self.graph_scheduling, graph_scheduling.ENV_VAR,
                  requested)
+        # Decode ticks write their results into donated per-bucket buffers, so their CUDA graphs keep every
+        # address from tick to tick and XLA does not re-record them (dgjax/runtime/result_mailbox.py).
+        self.mailbox = result_mailbox.enabled()
+        self._mailboxes: dict[tuple[int, int], Any] = {}
+        self._copy_out: dict[tuple[int, int], Any] = {}
+        log.info("decode result mailbox: %s (%s)", "on" if self.mailbox else "off", result_mailbox.ENV_VAR)
 
     # ---- compilation -------------------------------------------------------------------------
     def _arg(self, shape, dtype):
@@ -87,15 +94,16 @@ class Executor:
         return jax.tree.map(lambda a: self._arg(a.shape, a.dtype), st)
 
     def _compile(self, name: str, fn: Callable, args: tuple, donate: tuple[int, ...],
-                 returns_state_only: bool = False, options: dict[str, str] | None = None):
+                 returns_state_only: bool = False, options: dict[str, str] | None = None,
+                 keep_unused: bool = False):
         """Lower and compile (with XLA compile `options`); outputs keep the state's shardings so the next call
-        accepts them."""
+        accepts them. `keep_unused`: pass arguments the step does not read (a mailbox) so they can be aliased."""
         t0 = time.perf_counter()
         hits0, misses0 = compile_cache.counts()
         state_sh = jax.tree.map(lambda a: a.sharding, self.state)
         out_sh = state_sh if returns_state_only else (state_sh, self._replicated)
         with pdl.model_default(self.pdl_mode):
-            lowered = jax.jit(fn, donate_argnums=donate, out_shardings=out_sh).lower(*args)
+            lowered = jax.jit(fn, donate_argnums=donate, out_shardings=out_sh, keep_unused=keep_unused).lower(*args)
         compiled = lowered.compile(compiler_options=options or None)
         hits, misses = compile_cache.counts()
         how = "loaded from cache" if hits > hits0 and misses == misses0 else "compiled"
@@ -155,8 +163,14 @@ class Executor:
             self._arg((width,), jnp.bool_),
             self._sampling_abstract(width),
         )
-        return flat_call.bind(self._compile(f"decode[B={width},top={num_top}]", fn, args, (1,),
-                                            options=self.decode_options), self.call_params)
+        donate = (1,)
+        if self.mailbox:
+            args += (steps.StepResult(*result_mailbox.shapes(width, num_top, self._replicated)),)
+            donate = (1, 6)
+            self._copy_out[(width, num_top)] = result_mailbox.compile_copy(width, num_top, self._replicated)
+        return flat_call.bind(self._compile(f"decode[B={width},top={num_top}]", fn, args, donate,
+                                            options=self.decode_options, keep_unused=self.mailbox),
+                              self.call_params)
 
     def _compile_decode_forward(self, p_abs, s_abs, width: int):
         fn = param_packing.taking_packed(steps.bind(steps.decode_forward, family=self.family, cfg=self.cfg))
@@ -227,7 +241,16 @@ class Executor:
         if exe is None:
             log.warning("cold compile while serving: decode %s was not compiled ahead of time", key)
             exe = self._decode[key] = self._compile_decode(_abstract(self.call_params), _abstract(self.state), *key)
-        self.state, res = exe(self.call_params, self.state, slot_ids, block_tables, active, st)
+        if not self.mailbox:
+            self.state, res = exe(self.call_params, self.state, slot_ids, block_tables, active, st)
+            _start_copy(res)
+            return res
+        box = self._mailboxes.pop(key, None)
+        if box is None:
+            box = result_mailbox.empty(*key, self._replicated)
+        self.state, box = exe(self.call_params, self.state, slot_ids, block_tables, active, st, box)
+        self._mailboxes[key] = box
+        res = self._copy_out[key](box)  # enqueued before the next tick donates `box` again
         _start_copy(res)
         return res
 

@@ -7,11 +7,13 @@ XLA builds the graph from the buffers each kernel reads and writes, so kernels t
 other may run side by side: GLM-4.5's shared expert beside its routed experts, the routing fusions beside
 the attention. Measured on the H200 (s14e, benchmarks/results/2026-12-02-s14e-graph-scheduling.md),
 glm-4.5-air fp8 C1: 170.7 and 170.7 tok/s against 167.9 and 159.9 by default, 0.92 ms a tick of kernels
-overlapping, busy 5.65 against 6.00-6.16 ms; qwen3-30b-a3b fp8 C1 334.7 against 363.6 (one pair). Opt-in
-until a run shows the same greedy tokens both ways (benchmarks/campaign_s15a.sh).
+overlapping, busy 5.65 against 6.00-6.16 ms; qwen3-30b-a3b fp8 C1 334.7 against 363.6 (one pair). s15a
+(benchmarks/results/2026-12-02-s15a-graph-scheduling-default.md), through this compile option: glm 178.2 /
+178.4 against 167.4 / 167.5 with the same greedy tokens both ways; qwen3 and llama undecided or even, so
+"auto" (the default) turns it on only where it was measured to gain.
 
-Modes: "xla" (default: whatever XLA_FLAGS / XLA choose), "auto" (concurrent for models with a shared expert,
-the case measured to gain, else "xla"; the intended default once s15a holds), "concurrent", "serialize".
+Modes: "auto" (default: concurrent for models with a shared expert, else "xla"), "xla" (whatever XLA_FLAGS /
+XLA choose: one kernel after another), "concurrent", "serialize".
 The mode is a compile option of the decode executables only (prefill chunks are a few large kernels), so it
 changes no process-wide flag and one process can compile a step both ways.
 """
@@ -24,7 +26,7 @@ from dgjax.pallas.launch import choose_impl
 ENV_VAR = "DGJAX_GRAPH_SCHEDULING"
 OPTION = "xla_gpu_command_buffer_scheduling_mode"
 MODES = {"xla": None, "auto": None, "concurrent": "CONCURRENT", "serialize": "SERIALIZE"}
-DEFAULT = "xla"
+DEFAULT = "auto"
 
 
 def resolve(mode: str | None = None) -> str:

@@ -70,8 +70,13 @@ def _sample_and_advance(state: DeviceState, logits, slot_ids, active, st, bitmas
     return new_state, _result(res)
 
 
-def decode_tick(params, state: DeviceState, slot_ids, block_tables, active, st, *, family, cfg, num_top):
-    """Feed each slot's last token, sample the next one, advance the slot's bookkeeping."""
+def decode_tick(params, state: DeviceState, slot_ids, block_tables, active, st, mailbox=None, *, family, cfg,
+                num_top):
+    """Feed each slot's last token, sample the next one, advance the slot's bookkeeping.
+
+    `mailbox` (a StepResult of the result's shapes, donated by the caller) is not read: donating it lets XLA
+    write the result into its buffers (dgjax/runtime/result_mailbox.py)."""
+    del mailbox
     with jax.named_scope("decode_tick"):
         kv, logits = _decode_logits(params, state, slot_ids, block_tables, active, family, cfg)
         return _sample_and_advance(state.replace(kv=kv), logits, slot_ids, active, st, None, num_top)

@@ -1,0 +1,32 @@
+# Session 15 (~6 min): decode results written into donated mailboxes (DGJAX_RESULT_MAILBOX=on, dgjax/runtime/
+# result_mailbox.py) against fresh outputs (off). s15d found XLA re-recording qwen3-30b-a3b fp8's whole decode
+# graph (792 commands) after every tick, 360-830 µs of host time, "updated_allocs=2": the tick's two result
+# buffers. With the mailbox the tick's graph should keep its addresses (no updates between page boundaries);
+# interleaved qwen3 pairs with greedy fingerprints (must agree), and XLA's update log (command_buffer_thunk
+# VLOG 3) summarized per run: updates of the big graphs, their allocations changed, their host time.
+BUDGET_S=${BUDGET_S:-330}
+source benchmarks/campaign_lib.sh
+show() {
+  grep -h "ms busy per tick" $OUT/$1/*.md | sed 's/.*steady ticks, //'; grep -h "^Greedy tokens" $OUT/$1/*.md
+  grep -h '^| pallas>pallas' $OUT/$1/*.md
+  python3 - $OUT/$1.log <<'PY'
+import collections, re, statistics, sys
+text = open(sys.argv[1], errors="replace").read()
+ups = [(int(n), int(a)) for n, a in re.findall(r"command buffer cmd sequence after \d+ executions since last update"
+                                               r"; num_commands=(\d+); updated_allocs=(\d+)", text)]
+took = [(int(n), int(t)) for t, n in re.findall(r"Updated command buffer in (\d+) \S+; num_commands=(\d+)", text)]
+big = max((n for n, _ in ups), default=0)
+mine = [a for n, a in ups if n == big]
+us = [t for n, t in took if n == big]
+print(f"   largest graph {big} commands: {len(mine)} updates, allocs changed {collections.Counter(mine).most_common(4)},"
+      f" update us median {statistics.median(us) if us else '-'}; all graphs: {len(ups)} updates")
+PY
+}
+export TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=command_buffer_thunk=3
+for i in 1 2 3; do
+  DGJAX_RESULT_MAILBOX=on run q_on_$i 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1; show q_on_$i
+  [ $i -lt 3 ] && { DGJAX_RESULT_MAILBOX=off run q_off_$i 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1
+                    show q_off_$i; }
+done
+DGJAX_RESULT_MAILBOX=on run llama_on 70 --preset llama-3.1-8b --concurrency 1; show llama_on
+(cd $OUT && tar czf runs.tgz */ *.log 2>/dev/null && rm -rf */ *.log)  # a call returns at most 8 files
