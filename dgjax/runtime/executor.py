@@ -142,12 +142,13 @@ class Executor:
                 args = (s_abs, self._arg((), jnp.int32), self._arg((self.cfg.vocab_size,), jnp.bool_))
                 self._init_slot = self._compile("init_slot", fn, args, (0,), returns_state_only=True)
         hits, misses = compile_cache.counts()
-        summary = {"executables": len(jobs), "cache_hits": hits - hits0, "cache_misses": misses - misses0}
+        executables = len(jobs) + len(self._copy_out)  # the decode buckets' mailbox copies are compiled too
+        summary = {"executables": executables, "cache_hits": hits - hits0, "cache_misses": misses - misses0}
         decode_exes = list(self._decode.values()) + list(self._decode_forward.values())
         log.info(
             "buckets ready: decode widths %s, prefill chunks %s; %d executables, %d from cache, %d compiled; "
             "%d of %d decode executables called flat",
-            list(self.decode_buckets), list(self.prefill_buckets), len(jobs),
+            list(self.decode_buckets), list(self.prefill_buckets), executables,
             summary["cache_hits"], summary["cache_misses"],
             sum(isinstance(e, flat_call.FlatCall) for e in decode_exes), len(decode_exes),
         )

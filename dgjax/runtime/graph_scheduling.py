@@ -8,7 +8,7 @@ other may run side by side: GLM-4.5's shared expert beside its routed experts, t
 the attention. Measured on the H200 (s14e, benchmarks/results/2026-12-02-s14e-graph-scheduling.md),
 glm-4.5-air fp8 C1: 170.7 and 170.7 tok/s against 167.9 and 159.9 by default, 0.92 ms a tick of kernels
 overlapping, busy 5.65 against 6.00-6.16 ms; qwen3-30b-a3b fp8 C1 334.7 against 363.6 (one pair). s15a
-(benchmarks/results/2026-12-02-s15a-graph-scheduling-default.md), through this compile option: glm 178.2 /
+(benchmarks/results/2026-12-02-s15-graph-scheduling-and-updates.md), through this compile option: glm 178.2 /
 178.4 against 167.4 / 167.5 with the same greedy tokens both ways; qwen3 and llama undecided or even, so
 "auto" (the default) turns it on only where it was measured to gain.
 
