@@ -1,5 +1,6 @@
-# Session 15 (~6 min): decode results written into donated mailboxes (DGJAX_RESULT_MAILBOX=on, dgjax/runtime/
-# result_mailbox.py) against fresh outputs (off). s15d found XLA re-recording qwen3-30b-a3b fp8's whole decode
+# Session 15 (~6 min; run as written, the switch since renamed DGJAX_STABLE_BUFFERS, dgjax/runtime/stable_buffers.py):
+# decode results written into donated mailboxes (DGJAX_RESULT_MAILBOX=on) against fresh outputs (off).
+# s15d found XLA re-recording qwen3-30b-a3b fp8's whole decode
 # graph (792 commands) after every tick, 360-830 µs of host time, "updated_allocs=2": the tick's two result
 # buffers. With the mailbox the tick's graph should keep its addresses (no updates between page boundaries);
 # interleaved qwen3 pairs with greedy fingerprints (must agree), and XLA's update log (command_buffer_thunk

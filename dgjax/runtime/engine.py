@@ -72,7 +72,6 @@ class Engine:
         self._rng = np.random.default_rng(self.config.seed)
         self._inflight: list[_Inflight] = []
         self._st_cache: tuple[int, tuple, object] | None = None  # (width, sequences, device tensors)
-        self._layout_cache: tuple[tuple, tuple] | None = None  # (host arrays, their device copies)
         self.compile_summary: dict[str, int] = {}
         self.cache_dir = compile_cache.enable(self.config.compilation_cache_dir)
         self.model_config: ModelConfig = ModelConfig.from_dir(model_dir)
@@ -296,11 +295,7 @@ class Engine:
             slot_ids[i] = seq.slot
             active[i] = True
             tables[i] = self.scheduler.block_table(seq, ex.max_pages_per_seq)
-        host = (slot_ids, active, tables)
-        cached = self._layout_cache
-        if cached is None or not all(np.array_equal(a, b) for a, b in zip(cached[0], host)):
-            cached = self._layout_cache = (host, tuple(ex.put(list(host))))  # one batched transfer
-        return (width, *cached[1])
+        return (width, *ex.decode_layout(slot_ids, active, tables))
 
     def _dispatch_decode(self, rows: list[Sequence]) -> _Inflight:
         ex = self._loaded.executor

@@ -22,7 +22,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dgjax.pallas import pdl
-from dgjax.runtime import (compile_cache, flat_call, graph_scheduling, param_packing, result_mailbox, sampler,
+from dgjax.runtime import (compile_cache, flat_call, graph_scheduling, param_packing, sampler, stable_buffers,
                            steps)
 from dgjax.runtime.device_state import DeviceState
 from dgjax.runtime.types import MAX_TOP_LOGPROBS
@@ -78,12 +78,15 @@ class Executor:
         self.decode_options = graph_scheduling.compile_options(self.graph_scheduling)
         log.info("decode CUDA-graph scheduling: %s (%s=%s)", self.graph_scheduling, graph_scheduling.ENV_VAR,
                  requested)
-        # Decode ticks write their results into donated per-bucket buffers, so their CUDA graphs keep every
-        # address from tick to tick and XLA does not re-record them (dgjax/runtime/result_mailbox.py).
-        self.mailbox = result_mailbox.enabled()
-        self._mailboxes: dict[tuple[int, int], Any] = {}
-        self._copy_out: dict[tuple[int, int], Any] = {}
-        log.info("decode result mailbox: %s (%s)", "on" if self.mailbox else "off", result_mailbox.ENV_VAR)
+        # Decode ticks read their layout from and write their results into the same buffers every tick, so their
+        # CUDA graphs keep every address and XLA does not re-record them (dgjax/runtime/stable_buffers.py).
+        self.stable = stable_buffers.enabled()
+        self._mailboxes: dict[tuple[int, int], Any] = {}  # (width, top) -> StepResult the tick writes into
+        self._copy_out: dict[tuple[int, int], Any] = {}  # (width, top) -> executable copying it for the host
+        self._logit_boxes: dict[int, jax.Array] = {}  # width -> logits buffer of the split tick's forward half
+        self._layouts: dict[int, tuple] = {}  # width -> (host layout arrays, their device buffers)
+        self._overwrite_layout: dict[int, Any] = {}
+        log.info("decode stable buffers: %s (%s)", "on" if self.stable else "off", stable_buffers.ENV_VAR)
 
     # ---- compilation -------------------------------------------------------------------------
     def _arg(self, shape, dtype):
@@ -142,7 +145,10 @@ class Executor:
                 args = (s_abs, self._arg((), jnp.int32), self._arg((self.cfg.vocab_size,), jnp.bool_))
                 self._init_slot = self._compile("init_slot", fn, args, (0,), returns_state_only=True)
         hits, misses = compile_cache.counts()
-        executables = len(jobs) + len(self._copy_out)  # the decode buckets' mailbox copies are compiled too
+        for w in self.decode_buckets if self.stable else ():
+            self._overwrite_layout[w] = self._compile_overwrite_layout(w)
+        # the decode buckets' mailbox copies and layout overwrites are compiled too
+        executables = len(jobs) + len(self._copy_out) + len(self._overwrite_layout)
         summary = {"executables": executables, "cache_hits": hits - hits0, "cache_misses": misses - misses0}
         decode_exes = list(self._decode.values()) + list(self._decode_forward.values())
         log.info(
@@ -165,13 +171,21 @@ class Executor:
             self._sampling_abstract(width),
         )
         donate = (1,)
-        if self.mailbox:
-            args += (steps.StepResult(*result_mailbox.shapes(width, num_top, self._replicated)),)
+        if self.stable:
+            box = stable_buffers.result_shapes(width, num_top, self._replicated)
+            args += (box,)
             donate = (1, 6)
-            self._copy_out[(width, num_top)] = result_mailbox.compile_copy(width, num_top, self._replicated)
+            self._copy_out[(width, num_top)] = stable_buffers.compile_copy(box, self._replicated)
         return flat_call.bind(self._compile(f"decode[B={width},top={num_top}]", fn, args, donate,
-                                            options=self.decode_options, keep_unused=self.mailbox),
+                                            options=self.decode_options, keep_unused=self.stable),
                               self.call_params)
+
+    def _layout_shapes(self, width: int):
+        return (self._arg((width,), jnp.int32), self._arg((width,), jnp.bool_),
+                self._arg((width, self.max_pages_per_seq), jnp.int32))
+
+    def _compile_overwrite_layout(self, width: int):
+        return stable_buffers.compile_overwrite(self._layout_shapes(width), self._replicated)
 
     def _compile_decode_forward(self, p_abs, s_abs, width: int):
         fn = param_packing.taking_packed(steps.bind(steps.decode_forward, family=self.family, cfg=self.cfg))
@@ -181,8 +195,13 @@ class Executor:
             self._arg((width, self.max_pages_per_seq), jnp.int32),
             self._arg((width,), jnp.bool_),
         )
-        return flat_call.bind(self._compile(f"decode_forward[B={width}]", fn, args, (1,),
-                                            options=self.decode_options), self.call_params)
+        donate = (1,)
+        if self.stable:  # the logits land in the width's logits buffer (steps.decode_forward's `logits_box`)
+            args += (self._arg((width, self.cfg.vocab_size), jnp.float32),)
+            donate = (1, 5)
+        return flat_call.bind(self._compile(f"decode_forward[B={width}]", fn, args, donate,
+                                            options=self.decode_options, keep_unused=self.stable),
+                              self.call_params)
 
     def _compile_decode_sample(self, s_abs, width: int, num_top: int):
         fn = steps.bind(steps.decode_sample, num_top=num_top)
@@ -229,6 +248,25 @@ class Executor:
                 return c
         return self.prefill_buckets[-1]
 
+    def decode_layout(self, slot_ids: np.ndarray, active: np.ndarray, tables: np.ndarray) -> tuple:
+        """The tick's layout on the device: the last copy while it is unchanged, else the new one, written
+        (with stable buffers) into the width's previous buffers so the tick's CUDA graph keeps its addresses."""
+        width = len(slot_ids)
+        host = (slot_ids, active, tables)
+        cached = self._layouts.get(width)
+        if cached is not None and all(np.array_equal(a, b) for a, b in zip(cached[0], host)):
+            return cached[1]
+        # one batched transfer, into buffers of their own (a CPU client may otherwise alias the numpy arrays,
+        # which then cannot be donated to the overwrite)
+        sent = tuple(jax.device_put(list(host), self._replicated, may_alias=False))
+        if cached is not None and self.stable:
+            overwrite = self._overwrite_layout.get(width)
+            if overwrite is None:
+                overwrite = self._overwrite_layout[width] = self._compile_overwrite_layout(width)
+            sent = tuple(overwrite(cached[1], sent))
+        self._layouts[width] = (tuple(a.copy() for a in host), sent)
+        return sent
+
     def put(self, x):
         """x (an array or a pytree of them) replicated on the mesh, in one batched transfer."""
         return jax.device_put(x, self._replicated)
@@ -242,13 +280,13 @@ class Executor:
         if exe is None:
             log.warning("cold compile while serving: decode %s was not compiled ahead of time", key)
             exe = self._decode[key] = self._compile_decode(_abstract(self.call_params), _abstract(self.state), *key)
-        if not self.mailbox:
+        if not self.stable:
             self.state, res = exe(self.call_params, self.state, slot_ids, block_tables, active, st)
             _start_copy(res)
             return res
         box = self._mailboxes.pop(key, None)
         if box is None:
-            box = result_mailbox.empty(*key, self._replicated)
+            box = stable_buffers.zeros(stable_buffers.result_shapes(*key, self._replicated), self._replicated)
         self.state, box = exe(self.call_params, self.state, slot_ids, block_tables, active, st, box)
         self._mailboxes[key] = box
         res = self._copy_out[key](box)  # enqueued before the next tick donates `box` again
@@ -263,7 +301,15 @@ class Executor:
             log.warning("cold compile while serving: decode_forward %s was not compiled ahead of time", width)
             exe = self._decode_forward[width] = self._compile_decode_forward(
                 _abstract(self.call_params), _abstract(self.state), width)
-        self.state, logits = exe(self.call_params, self.state, slot_ids, block_tables, active)
+        if not self.stable:
+            self.state, logits = exe(self.call_params, self.state, slot_ids, block_tables, active)
+            return logits
+        box = self._logit_boxes.pop(width, None)
+        if box is None:
+            box = stable_buffers.zeros(self._arg((width, self.cfg.vocab_size), jnp.float32), self._replicated)
+        # `decode_sample` reads these logits before the next forward half donates them again (one stream)
+        self.state, logits = exe(self.call_params, self.state, slot_ids, block_tables, active, box)
+        self._logit_boxes[width] = logits
         return logits
 
     def decode_sample(self, logits, slot_ids, active, st, bitmask, want_top: bool):

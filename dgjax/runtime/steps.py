@@ -75,20 +75,22 @@ def decode_tick(params, state: DeviceState, slot_ids, block_tables, active, st, 
     """Feed each slot's last token, sample the next one, advance the slot's bookkeeping.
 
     `mailbox` (a StepResult of the result's shapes, donated by the caller) is not read: donating it lets XLA
-    write the result into its buffers (dgjax/runtime/result_mailbox.py)."""
+    write the result into its buffers (dgjax/runtime/stable_buffers.py)."""
     del mailbox
     with jax.named_scope("decode_tick"):
         kv, logits = _decode_logits(params, state, slot_ids, block_tables, active, family, cfg)
         return _sample_and_advance(state.replace(kv=kv), logits, slot_ids, active, st, None, num_top)
 
 
-def decode_forward(params, state: DeviceState, slot_ids, block_tables, active, *, family, cfg):
+def decode_forward(params, state: DeviceState, slot_ids, block_tables, active, logits_box=None, *, family, cfg):
     """A decode tick split for structured output, first half: the forward pass only.
 
     It needs nothing from the host but the batch layout, so it is dispatched before the previous
     tick's tokens are read; the host computes the grammar masks while it runs. Returns the state
-    (new KV) and the logits f32 [B, V] that `decode_sample` consumes.
+    (new KV) and the logits f32 [B, V] that `decode_sample` consumes. `logits_box` (donated, not read) gives
+    XLA a buffer to write the logits into (dgjax/runtime/stable_buffers.py).
     """
+    del logits_box
     with jax.named_scope("decode_forward"):
         kv, logits = _decode_logits(params, state, slot_ids, block_tables, active, family, cfg)
         return state.replace(kv=kv), logits.astype(jnp.float32)
