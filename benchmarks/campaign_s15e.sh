@@ -10,18 +10,7 @@ source benchmarks/campaign_lib.sh
 show() {
   grep -h "ms busy per tick" $OUT/$1/*.md | sed 's/.*steady ticks, //'; grep -h "^Greedy tokens" $OUT/$1/*.md
   grep -h '^| pallas>pallas' $OUT/$1/*.md
-  python3 - $OUT/$1.log <<'PY'
-import collections, re, statistics, sys
-text = open(sys.argv[1], errors="replace").read()
-ups = [(int(n), int(a)) for n, a in re.findall(r"command buffer cmd sequence after \d+ executions since last update"
-                                               r"; num_commands=(\d+); updated_allocs=(\d+)", text)]
-took = [(int(n), int(t)) for t, n in re.findall(r"Updated command buffer in (\d+) \S+; num_commands=(\d+)", text)]
-big = max((n for n, _ in ups), default=0)
-mine = [a for n, a in ups if n == big]
-us = [t for n, t in took if n == big]
-print(f"   largest graph {big} commands: {len(mine)} updates, allocs changed {collections.Counter(mine).most_common(4)},"
-      f" update us median {statistics.median(us) if us else '-'}; all graphs: {len(ups)} updates")
-PY
+  python3 -m benchmarks.graph_updates $OUT/$1.log
 }
 export TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=command_buffer_thunk=3
 for i in 1 2 3; do
