@@ -15,3 +15,10 @@ run() {
   echo "== $name ($SECONDS s)"
   grep -hE "^\| [0-9]+ \||Error" $OUT/$name/*.md $OUT/$name.log | head -4 | cut -d'|' -f2-9,12-19
 }
+# `show_tick NAME`: a run's busy time a tick, greedy fingerprint, Pallas launch edges and, where the run logged
+# XLA's command-buffer updates (TF_CPP_VMODULE=command_buffer_thunk=3), how often its graphs were re-recorded.
+show_tick() {
+  grep -h "ms busy per tick" $OUT/$1/*.md | sed 's/.*steady ticks, //'; grep -h "^Greedy tokens" $OUT/$1/*.md
+  grep -h '^| pallas>pallas' $OUT/$1/*.md
+  python3 -m benchmarks.graph_updates $OUT/$1.log
+}

@@ -7,16 +7,11 @@
 # VLOG 3) summarized per run: updates of the big graphs, their allocations changed, their host time.
 BUDGET_S=${BUDGET_S:-330}
 source benchmarks/campaign_lib.sh
-show() {
-  grep -h "ms busy per tick" $OUT/$1/*.md | sed 's/.*steady ticks, //'; grep -h "^Greedy tokens" $OUT/$1/*.md
-  grep -h '^| pallas>pallas' $OUT/$1/*.md
-  python3 -m benchmarks.graph_updates $OUT/$1.log
-}
 export TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=command_buffer_thunk=3
 for i in 1 2 3; do
-  DGJAX_RESULT_MAILBOX=on run q_on_$i 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1; show q_on_$i
+  DGJAX_RESULT_MAILBOX=on run q_on_$i 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1; show_tick q_on_$i
   [ $i -lt 3 ] && { DGJAX_RESULT_MAILBOX=off run q_off_$i 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1
-                    show q_off_$i; }
+                    show_tick q_off_$i; }
 done
-DGJAX_RESULT_MAILBOX=on run llama_on 70 --preset llama-3.1-8b --concurrency 1; show llama_on
+DGJAX_RESULT_MAILBOX=on run llama_on 70 --preset llama-3.1-8b --concurrency 1; show_tick llama_on
 (cd $OUT && tar czf runs.tgz */ *.log 2>/dev/null && rm -rf */ *.log)  # a call returns at most 8 files

@@ -6,19 +6,14 @@
 # pages every few ticks (C16: nearly every tick re-recorded the graph before), with XLA's update log summarized.
 BUDGET_S=${BUDGET_S:-560}
 source benchmarks/campaign_lib.sh
-show() {
-  grep -h "ms busy per tick" $OUT/$1/*.md | sed 's/.*steady ticks, //'; grep -h "^Greedy tokens" $OUT/$1/*.md
-  grep -h '^| pallas>pallas' $OUT/$1/*.md
-  python3 -m benchmarks.graph_updates $OUT/$1.log
-}
 export TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=command_buffer_thunk=3
 for i in 1 2 3; do
-  run q_on_$i 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1; show q_on_$i
+  run q_on_$i 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1; show_tick q_on_$i
   [ $i -lt 3 ] && { DGJAX_STABLE_BUFFERS=off run q_off_$i 100 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1
-                    show q_off_$i; }
+                    show_tick q_off_$i; }
 done
 for c in 4 16; do
-  run llama_c${c}_on 80 --preset llama-3.1-8b --concurrency $c; show llama_c${c}_on
-  DGJAX_STABLE_BUFFERS=off run llama_c${c}_off 80 --preset llama-3.1-8b --concurrency $c; show llama_c${c}_off
+  run llama_c${c}_on 80 --preset llama-3.1-8b --concurrency $c; show_tick llama_c${c}_on
+  DGJAX_STABLE_BUFFERS=off run llama_c${c}_off 80 --preset llama-3.1-8b --concurrency $c; show_tick llama_c${c}_off
 done
 (cd $OUT && tar czf runs.tgz */ *.log 2>/dev/null && rm -rf */ *.log)  # a call returns at most 8 files
