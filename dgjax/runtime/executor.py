@@ -144,9 +144,9 @@ class Executor:
                 fn = steps.init_slot
                 args = (s_abs, self._arg((), jnp.int32), self._arg((self.cfg.vocab_size,), jnp.bool_))
                 self._init_slot = self._compile("init_slot", fn, args, (0,), returns_state_only=True)
-        hits, misses = compile_cache.counts()
         for w in self.decode_buckets if self.stable else ():
             self._overwrite_layout[w] = self._compile_overwrite_layout(w)
+        hits, misses = compile_cache.counts()
         # the decode buckets' mailbox copies and layout overwrites are compiled too
         executables = len(jobs) + len(self._copy_out) + len(self._overwrite_layout)
         summary = {"executables": executables, "cache_hits": hits - hits0, "cache_misses": misses - misses0}
@@ -256,14 +256,15 @@ class Executor:
         cached = self._layouts.get(width)
         if cached is not None and all(np.array_equal(a, b) for a, b in zip(cached[0], host)):
             return cached[1]
-        # one batched transfer, into buffers of their own (a CPU client may otherwise alias the numpy arrays,
-        # which then cannot be donated to the overwrite)
-        sent = tuple(jax.device_put(list(host), self._replicated, may_alias=False))
-        if cached is not None and self.stable:
+        sent = tuple(self.put(list(host)))  # one batched transfer
+        if self.stable:
             overwrite = self._overwrite_layout.get(width)
             if overwrite is None:
                 overwrite = self._overwrite_layout[width] = self._compile_overwrite_layout(width)
-            sent = tuple(overwrite(cached[1], sent))
+            # A width's first layout goes through the overwrite too (over a second copy), so that its buffers are
+            # the runtime's own: a CPU client may hand back the numpy memory itself, which cannot be donated.
+            old = cached[1] if cached is not None else tuple(self.put(list(host)))
+            sent = tuple(overwrite(old, sent))
         self._layouts[width] = (tuple(a.copy() for a in host), sent)
         return sent
 

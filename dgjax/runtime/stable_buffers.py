@@ -50,11 +50,11 @@ def result_shapes(width: int, num_top: int, sharding) -> StepResult:
 
 
 def zeros(avals, sharding):
-    """Device zeros shaped like the pytree `avals`: host zeros sent over in one transfer, so nothing compiles;
-    copied into buffers of their own (a CPU client may alias numpy memory, which cannot be donated)."""
+    """Device zeros shaped like the pytree `avals`: host zeros sent over in one transfer, so nothing compiles.
+    (A bucket's first tick writes its results into a buffer of the runtime's own even where these cannot be
+    donated, so the addresses hold from its second tick on.)"""
     leaves, tree = jax.tree.flatten(avals)
-    sent = jax.device_put([np.zeros(a.shape, a.dtype) for a in leaves], sharding, may_alias=False)
-    return jax.tree.unflatten(tree, sent)
+    return jax.tree.unflatten(tree, jax.device_put([np.zeros(a.shape, a.dtype) for a in leaves], sharding))
 
 
 def _copy(result):
