@@ -19,6 +19,6 @@ run() {
 # XLA's command-buffer updates (TF_CPP_VMODULE=command_buffer_thunk=3), how often its graphs were re-recorded.
 show_tick() {
   grep -h "ms busy per tick" $OUT/$1/*.md | sed 's/.*steady ticks, //'; grep -h "^Greedy tokens" $OUT/$1/*.md
-  grep -h '^| pallas>pallas' $OUT/$1/*.md
-  python3 -m benchmarks.graph_updates $OUT/$1.log
+  grep -h '^| pallas>pallas' $OUT/$1/*.md; grep -h '^CUDA graphs XLA re-recorded' $OUT/$1/*.md | cut -c1-220
+  grep -q "command_buffer_thunk" $OUT/$1.log 2>/dev/null && python3 -m benchmarks.graph_updates $OUT/$1.log
 }

@@ -27,7 +27,7 @@ import numpy as np
 
 from benchmarks import gpu_state, report, roofline
 from benchmarks.ceilings import measure_matmul_ceiling, measure_read_ceiling
-from benchmarks.device_trace import steady_tick_stats, trace_events
+from benchmarks.device_trace import graph_updates, steady_tick_stats, trace_events
 from benchmarks.engine_runs import BenchEngine, decode_max_tokens, engine_config, plan_engines
 from benchmarks.presets import PRESETS, write_model_dir
 from benchmarks.traces import greedy_fingerprint
@@ -175,10 +175,12 @@ def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, c
     host_ms = be.recorder.dispatch_host_ms(window.start, window.end, concurrency)
     wall = time.perf_counter() - t0
     gpu_state.spin(args.warm_s)
+    host: list[dict] = []
     traced = trace_events(lambda: be.decode(
         rng, context, concurrency,
         decode_max_tokens(context, concurrency, min(args.trace_tokens, args.decode_tokens), args.prefill_chunk),
-        args.timeout))
+        args.timeout), host_out=host)
+    updates = {"graphs": graph_updates(host), "decode_dispatches": len(be.recorder.dispatches)}
     ticks = steady_tick_stats(traced, cfg.num_hidden_layers, min(args.trace_tokens, args.decode_tokens))
     weights = roofline.decode_weight_bytes_of(be.engine._loaded.params, cfg, concurrency)
     kv = roofline.decode_kv_bytes(cfg, kv_dtype(args, dtype), window.mean_context * concurrency)
@@ -199,6 +201,7 @@ def decode_row(be: BenchEngine, cfg: ModelConfig, dtype, args, ceiling: float, c
         "idle_share": ticks.idle_share if ticks else None,
         "untraced_idle_share": max(0.0, 1 - device_ms / ms) if ticks else None,
         "traced_ticks": dataclasses.asdict(ticks) if ticks else None,
+        "traced_graph_updates": updates,
         "ref_gather_bytes": roofline.ref_attention_gather_bytes(
             cfg, dtype, concurrency, be.max_model_len, args.page_size),
         "engine_max_model_len": be.max_model_len, "wall_s": wall, "warm_s": args.warm_s, "clocks_mhz": clocks,

@@ -26,6 +26,9 @@ from collections.abc import Callable
 
 DECODE_KERNELS = ("paged_decode_attention", "fused_decode_attention")  # one per layer per decode tick
 PREFILL_KERNEL = "paged_prefill_attention"
+# XLA's host-side span for re-recording a CUDA graph whose captured buffers moved (its args: num_commands);
+# s15d (benchmarks/results/2026-12-02-s15-graph-scheduling-and-updates.md) found one after every decode tick.
+GRAPH_UPDATE = "command_buffer::update"
 
 
 def device_events(trace_path: str) -> list[dict]:
@@ -43,6 +46,28 @@ def device_events(trace_path: str) -> list[dict]:
     keep = (lambda e: (e["pid"], e.get("tid")) in streams) if streams else (lambda e: e["pid"] in gpu_pids)
     out = [e for e in events if e.get("ph") == "X" and e.get("pid") in gpu_pids and "dur" in e and keep(e)]
     return sorted(out, key=lambda e: e["ts"])
+
+
+def host_events(trace_path: str, names: tuple[str, ...]) -> list[dict]:
+    """Complete ('X') events named in `names` on the trace's non-GPU (host) lines, sorted by start."""
+    with gzip.open(trace_path, "rt") as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    pids = {e["pid"]: e.get("args", {}).get("name", "") for e in events
+            if e.get("ph") == "M" and e.get("name") == "process_name"}
+    gpu_pids = {p for p, n in pids.items() if "gpu" in n.lower() and "host" not in n.lower()}
+    out = [e for e in events if e.get("ph") == "X" and e.get("name") in names and e.get("pid") not in gpu_pids]
+    return sorted(out, key=lambda e: e["ts"])
+
+
+def graph_updates(host: list[dict], top: int = 3) -> list[tuple[int, int, float]]:
+    """(commands, re-records, median host µs) of the `top` largest CUDA graphs re-recorded among `host`'s
+    GRAPH_UPDATE events, largest first (a tick's decode graph and the prefill chunk's are the big ones)."""
+    by_size: dict[int, list[float]] = {}
+    for e in host:
+        if e.get("name") == GRAPH_UPDATE:
+            by_size.setdefault(int(e.get("args", {}).get("num_commands", 0)), []).append(e.get("dur", 0.0))
+    return [(n, len(by_size[n]), statistics.median(by_size[n])) for n in sorted(by_size, reverse=True)[:top]]
 
 
 def busy_us(events: list[dict], start: float, end: float) -> float:
@@ -164,8 +189,10 @@ def steady_tick_stats(events: list[dict], layers: int, max_ticks: int | None = N
                      launch_edges(inside, ticks))
 
 
-def trace_events(run: Callable[[], object], out_dir: str | None = None) -> list[dict]:
-    """Run `run()` under the JAX profiler and return its device kernel events."""
+def trace_events(run: Callable[[], object], out_dir: str | None = None,
+                 host_out: list[dict] | None = None) -> list[dict]:
+    """Run `run()` under the JAX profiler and return its device kernel events; `host_out`, if given, is
+    extended with the trace's GRAPH_UPDATE host events."""
     import jax
 
     trace_dir = out_dir or tempfile.mkdtemp(prefix="dgjax-trace-")
@@ -175,4 +202,6 @@ def trace_events(run: Callable[[], object], out_dir: str | None = None) -> list[
     finally:
         jax.profiler.stop_trace()
     paths = sorted(glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True))
+    if paths and host_out is not None:
+        host_out.extend(host_events(paths[-1], (GRAPH_UPDATE,)))
     return device_events(paths[-1]) if paths else []

@@ -147,6 +147,11 @@ def _kernel_tables(rows: list[dict]) -> list[str]:
                     "| earlier | later | stream | µs/tick | times/tick |", "|---|---|---|---|---|"]
             out += [f"| `{a[:60]}` | `{b[:60]}` | {'same' if same else 'other'} | {us:.1f} | {times:.1f} |"
                     for a, b, same, us, times in t["overlaps"]]
+        g = d.get("traced_graph_updates") or {}
+        if g.get("graphs"):
+            graphs = "; ".join(f"{n} commands: {k} ({us:.0f} µs each)" for n, k, us in g["graphs"])
+            out += ["", f"CUDA graphs XLA re-recorded in the traced run ({g['decode_dispatches']} decode dispatches; "
+                    f"it re-records a graph whose buffers moved), largest first: {graphs}"]
         if t.get("edges"):
             out += ["", "Launch edges (gap from the latest end before a kernel to its start; negative: early):", "",
                     "| earlier > later | edges/tick | median gap µs | gap µs/tick |", "|---|---|---|---|"]

@@ -136,3 +136,40 @@ def test_launch_edges_split_gaps_by_pallas_and_xla_kernels():
         "ticks": 2, "busy_ms_per_tick": 0.012, "top_kernels": [("fusion", 2.0, 1.0)],
         "edges": launch_edges(events, ticks=2)}}
     assert "| pallas>pallas | 1.0 | -0.50 | -0.5 |" in "\n".join(_kernel_tables([row]))
+
+
+def test_graph_re_records_are_read_from_the_host_lines(tmp_path):
+    import gzip
+    import json
+
+    from benchmarks.device_trace import GRAPH_UPDATE, device_events, graph_updates, host_events
+
+    meta = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/host:CPU"}},
+            {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "/device:GPU:0"}},
+            {"ph": "M", "name": "thread_name", "pid": 2, "tid": 7, "args": {"name": "Stream #1"}}]
+
+    def update(ts, commands, dur):
+        return {"ph": "X", "name": GRAPH_UPDATE, "pid": 1, "tid": 3, "ts": ts, "dur": dur,
+                "args": {"num_commands": str(commands), "num_executions": "1"}}
+
+    events = meta + [update(10, 792, 400.0), update(20, 4, 15.0), update(30, 792, 600.0), update(40, 792, 500.0),
+                     {"ph": "X", "name": "quant_gemv_fp8", "pid": 2, "tid": 7, "ts": 12, "dur": 5.0},
+                     {"ph": "X", "name": GRAPH_UPDATE, "pid": 2, "tid": 7, "ts": 50, "dur": 1.0}]  # a GPU line
+    path = tmp_path / "perfetto_trace.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    host = host_events(str(path), (GRAPH_UPDATE,))
+    assert [e["ts"] for e in host] == [10, 20, 30, 40]  # the GPU line's event is not a host event
+    assert graph_updates(host) == [(792, 3, 500.0), (4, 1, 15.0)]
+    assert graph_updates(host, top=1) == [(792, 3, 500.0)]
+    assert [e["name"] for e in device_events(str(path))] == ["quant_gemv_fp8", GRAPH_UPDATE]
+
+    from benchmarks.report import _kernel_tables
+
+    row = {"context": 1024, "concurrency": 1,
+           "traced_ticks": {"ticks": 2, "busy_ms_per_tick": 0.012, "top_kernels": [("fusion", 2.0, 1.0)]},
+           "traced_graph_updates": {"graphs": graph_updates(host), "decode_dispatches": 12}}
+    text = "\n".join(_kernel_tables([row]))
+    assert "(12 decode dispatches;" in text and "792 commands: 3 (500 µs each); 4 commands: 1 (15 µs each)" in text
+    row["traced_graph_updates"]["graphs"] = []  # a CPU run: no command buffers, no line
+    assert "re-recorded" not in "\n".join(_kernel_tables([row]))
