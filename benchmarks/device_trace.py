@@ -31,14 +31,19 @@ PREFILL_KERNEL = "paged_prefill_attention"
 GRAPH_UPDATE = "command_buffer::update"
 
 
-def device_events(trace_path: str) -> list[dict]:
-    """Kernel events ('X' phase) on the GPU stream lines of a Perfetto trace, sorted by start."""
+def _events_and_gpu_pids(trace_path: str) -> tuple[list[dict], set]:
+    """A Perfetto trace's events, and the process ids of its GPU lines."""
     with gzip.open(trace_path, "rt") as f:
         trace = json.load(f)
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     pids = {e["pid"]: e.get("args", {}).get("name", "") for e in events
             if e.get("ph") == "M" and e.get("name") == "process_name"}
-    gpu_pids = {p for p, n in pids.items() if "gpu" in n.lower() and "host" not in n.lower()}
+    return events, {p for p, n in pids.items() if "gpu" in n.lower() and "host" not in n.lower()}
+
+
+def device_events(trace_path: str) -> list[dict]:
+    """Kernel events ('X' phase) on the GPU stream lines of a Perfetto trace, sorted by start."""
+    events, gpu_pids = _events_and_gpu_pids(trace_path)
     threads = {(e["pid"], e["tid"]): e.get("args", {}).get("name", "") for e in events
                if e.get("ph") == "M" and e.get("name") == "thread_name"}
     streams = {k for k, n in threads.items() if k[0] in gpu_pids and "stream" in n.lower()}
@@ -50,12 +55,7 @@ def device_events(trace_path: str) -> list[dict]:
 
 def host_events(trace_path: str, names: tuple[str, ...]) -> list[dict]:
     """Complete ('X') events named in `names` on the trace's non-GPU (host) lines, sorted by start."""
-    with gzip.open(trace_path, "rt") as f:
-        trace = json.load(f)
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    pids = {e["pid"]: e.get("args", {}).get("name", "") for e in events
-            if e.get("ph") == "M" and e.get("name") == "process_name"}
-    gpu_pids = {p for p, n in pids.items() if "gpu" in n.lower() and "host" not in n.lower()}
+    events, gpu_pids = _events_and_gpu_pids(trace_path)
     out = [e for e in events if e.get("ph") == "X" and e.get("name") in names and e.get("pid") not in gpu_pids]
     return sorted(out, key=lambda e: e["ts"])
 
