@@ -268,6 +268,12 @@ class Executor:
         self._layouts[width] = (tuple(a.copy() for a in host), sent)
         return sent
 
+    def _take_box(self, boxes: dict, key, avals):
+        """The buffers to donate to a stable-buffer step (`boxes[key]`, taken out of `boxes`: the
+        step's output replaces them), or zeros of `avals` for a key's first step."""
+        box = boxes.pop(key, None)
+        return box if box is not None else stable_buffers.zeros(avals, self._replicated)
+
     def put(self, x):
         """x (an array or a pytree of them) replicated on the mesh, in one batched transfer."""
         return jax.device_put(x, self._replicated)
@@ -285,9 +291,7 @@ class Executor:
             self.state, res = exe(self.call_params, self.state, slot_ids, block_tables, active, st)
             _start_copy(res)
             return res
-        box = self._mailboxes.pop(key, None)
-        if box is None:
-            box = stable_buffers.zeros(stable_buffers.result_shapes(*key, self._replicated), self._replicated)
+        box = self._take_box(self._mailboxes, key, stable_buffers.result_shapes(*key, self._replicated))
         self.state, box = exe(self.call_params, self.state, slot_ids, block_tables, active, st, box)
         self._mailboxes[key] = box
         res = self._copy_out[key](box)  # enqueued before the next tick donates `box` again
@@ -305,9 +309,7 @@ class Executor:
         if not self.stable:
             self.state, logits = exe(self.call_params, self.state, slot_ids, block_tables, active)
             return logits
-        box = self._logit_boxes.pop(width, None)
-        if box is None:
-            box = stable_buffers.zeros(self._arg((width, self.cfg.vocab_size), jnp.float32), self._replicated)
+        box = self._take_box(self._logit_boxes, width, self._arg((width, self.cfg.vocab_size), jnp.float32))
         # `decode_sample` reads these logits before the next forward half donates them again (one stream)
         self.state, logits = exe(self.call_params, self.state, slot_ids, block_tables, active, box)
         self._logit_boxes[width] = logits
