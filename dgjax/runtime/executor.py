@@ -172,10 +172,10 @@ class Executor:
         )
         donate = (1,)
         if self.stable:
-            box = stable_buffers.result_shapes(width, num_top, self._replicated)
-            args += (box,)
+            args += (stable_buffers.mailbox_shapes(width, num_top, self._replicated),)
             donate = (1, 6)
-            self._copy_out[(width, num_top)] = stable_buffers.compile_copy(box, self._replicated)
+            self._copy_out[(width, num_top)] = stable_buffers.compile_copy(
+                stable_buffers.result_shapes(width, num_top, self._replicated), self._replicated)
         return flat_call.bind(self._compile(f"decode[B={width},top={num_top}]", fn, args, donate,
                                             options=self.decode_options, keep_unused=self.stable),
                               self.call_params)
@@ -291,10 +291,10 @@ class Executor:
             self.state, res = exe(self.call_params, self.state, slot_ids, block_tables, active, st)
             _start_copy(res)
             return res
-        box = self._take_box(self._mailboxes, key, stable_buffers.result_shapes(*key, self._replicated))
-        self.state, box = exe(self.call_params, self.state, slot_ids, block_tables, active, st, box)
-        self._mailboxes[key] = box
-        res = self._copy_out[key](box)  # enqueued before the next tick donates `box` again
+        box = self._take_box(self._mailboxes, key, stable_buffers.mailbox_shapes(*key, self._replicated))
+        self.state, out = exe(self.call_params, self.state, slot_ids, block_tables, active, st, box)
+        self._mailboxes[key] = stable_buffers.mailbox_of(out)
+        res = self._copy_out[key](out)  # enqueued before the next tick donates the mailbox again
         _start_copy(res)
         return res
 
