@@ -54,9 +54,10 @@ def result_shapes(width: int, num_top: int, sharding) -> StepResult:
 def mailbox_of(result: StepResult) -> StepResult:
     """The part of a decode result (arrays or avals) its tick writes in place: the arrays with elements. A
     tick without top-logprobs returns two [B, 0] arrays; donated too, they cost the tick's CUDA graph two
-    copies from constants (442 commands against 440 for llama-3.1-8b at 4 rows), and with them llama's ticks
-    ran without XLA's early launches between kernels in all four runs (s16a, s16d: C4 876.6-884.0 against
-    907.3-914.4 tok/s with fresh buffers). Empty arrays have no address to keep, so they stay fresh outputs."""
+    copies from constants (442 commands against 440 for llama-3.1-8b at 4 rows). Those runs (s16a, s16d) all
+    lost XLA's early launches between kernels (llama C4 876.6-884.0 tok/s against 907.3-914.4 with fresh
+    buffers); without the copies (s16e) both switches lost them alike on another machine (879.6-883.2), so
+    whether the copies were the cause is open. Empty arrays have no address to keep: they stay fresh outputs."""
     return StepResult(*(a if math.prod(a.shape) else None for a in
                         (result.tokens, result.logprobs, result.top_ids, result.top_logprobs)))
 

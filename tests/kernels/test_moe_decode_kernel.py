@@ -196,17 +196,20 @@ def test_fp8_experts_at_decode_widths_take_the_swept_launch(wide, monkeypatch):
 
 
 def test_down_splits_default_by_length_and_the_switch_keeps_two_steps_a_split(monkeypatch):
-    """Unset: glm-4.5-air's 11-step down in 2 (>= LONG_DOWN_STEPS), qwen3-30b-a3b's 6 steps unsplit.
+    """Unset: glm-4.5-air's 11-step down and qwen3-30b-a3b's 6 steps in 2 (>= LONG_DOWN_STEPS), a 5-step one
+    unsplit.
     DGJAX_MOE_DOWN_SPLITS: glm in 1, 2 (6 + 5), 4 (3+3+3+2), 5 asked -> 4; qwen3: 3 (2+2+2), 4 asked -> 3;
     not a count: refused by name."""
     L128 = lambda s: L(128, 128, s)  # noqa: E731
     glm = _abstract_node("fp8", 128, 4096, 1408), _abstract_node("fp8", 128, 1408, 4096)
     qwen3 = _abstract_node("fp8", 128, 2048, 768), _abstract_node("fp8", 128, 768, 2048)
     monkeypatch.delenv(kernel.FP8_WIDE_ENV_VAR, raising=False)
-    for value, glm_down, qwen3_down in (("", 2, 1), ("1", 1, 1), ("2", 2, 2), ("4", 4, 3), ("5", 4, 3)):
+    for value, glm_down, qwen3_down in (("", 2, 2), ("1", 1, 1), ("2", 2, 2), ("4", 4, 3), ("5", 4, 3)):
         monkeypatch.setenv(kernel.DOWN_SPLITS_ENV_VAR, value)
         assert kernel.default_config(*glm, 1, 8) == kernel.Config(L128(2), L128(glm_down))
         assert kernel.default_config(*qwen3, 2, 8) == kernel.Config(L128(4), L128(qwen3_down))
+    monkeypatch.delenv(kernel.DOWN_SPLITS_ENV_VAR)
+    assert kernel.down_splits(5) == 1 and kernel.down_splits(6) == 2
     monkeypatch.setenv(kernel.DOWN_SPLITS_ENV_VAR, "two")
     with pytest.raises(ValueError, match=kernel.DOWN_SPLITS_ENV_VAR):
         kernel.default_config(*glm, 1, 8)

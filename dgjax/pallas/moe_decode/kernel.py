@@ -94,8 +94,12 @@ FP8_WIDE_ENV_VAR = "DGJAX_MOE_FP8_WIDE"
 # $DGJAX_MOE_DOWN_SPLITS overrides. glm-4.5-air's 11-step down took 21.8 µs a layer in 2 (6 + 5 steps)
 # against 23.5-25.2 unsplit in the s11c sweep, and the engine followed (s12b, two interleaved pairs on
 # glm-4.5-air fp8 C1: 169.0 / 168.6 tok/s, device 5.98 / 5.96 ms a tick, against 165.6 / 158.2 and 6.08 /
-# 6.20; moe_down 792 against 970 µs a tick).
-LONG_DOWN_STEPS = 10
+# 6.20; moe_down 792 against 970 µs a tick). Session 16 lowered the bar from 10 steps to 6, taking in
+# qwen3-30b-a3b's 6-step down: with the graph's early launches working in every run compared (s16b, s16d),
+# qwen3-30b-a3b fp8 C1 read 366.2 / 367.9 / 367.2 tok/s split against 363.0 / 363.2 / 364.1 / 364.6 unsplit,
+# device 2.77-2.78 ms a tick against 2.80-2.83 (moe_down 419 against 459 µs; the residual add becomes a
+# reduce, +13 µs); greedy tokens the same.
+LONG_DOWN_STEPS = 6
 DOWN_SPLITS_ENV_VAR = "DGJAX_MOE_DOWN_SPLITS"
 
 
