@@ -180,7 +180,7 @@ def test_fp8_experts_at_decode_widths_take_the_swept_launch(wide, monkeypatch):
     split-to-fill rule."""
     monkeypatch.setenv(kernel.FP8_WIDE_ENV_VAR, wide)
     L128 = lambda s: L(128, 128, s)  # noqa: E731
-    want = {(2048, 768): kernel.Config(L128(4), L128(1)), (4096, 1408): kernel.Config(L128(2), L128(2))}  # swept
+    want = {(2048, 768): kernel.Config(L128(4), L128(2)), (4096, 1408): kernel.Config(L128(2), L128(2))}  # swept, s16
     for (h, f), wide_config in want.items():
         gate, down = _abstract_node("fp8", 128, h, f), _abstract_node("fp8", 128, f, h)
         for tokens in (1, 2):
