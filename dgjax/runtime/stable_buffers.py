@@ -58,8 +58,7 @@ def mailbox_of(result: StepResult) -> StepResult:
     lost XLA's early launches between kernels (llama C4 876.6-884.0 tok/s against 907.3-914.4 with fresh
     buffers); without the copies (s16e) both switches lost them alike on another machine (879.6-883.2), so
     whether the copies were the cause is open. Empty arrays have no address to keep: they stay fresh outputs."""
-    return StepResult(*(a if math.prod(a.shape) else None for a in
-                        (result.tokens, result.logprobs, result.top_ids, result.top_logprobs)))
+    return jax.tree.map(lambda a: a if math.prod(a.shape) else None, result)
 
 
 def mailbox_shapes(width: int, num_top: int, sharding) -> StepResult:
