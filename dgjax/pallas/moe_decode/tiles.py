@@ -205,13 +205,35 @@ def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None, rows=None) 
         return (xf * g).astype(tile.dtype)
 
     if not op.packed:
-        return row_tiles(load(k0 + c), op)
+        return row_tiles(load(k0 + c), op, tokens)
     return load(k0 + 2 * c), load(k0 + 2 * c + 1)
 
 
-def row_tiles(tile, op: Operand) -> tuple:
+class FmaRows(tuple):
+    """The real x rows of a K step, each float32 [1, bk], for the fp8 "fma" tile product (`fma_rows`)."""
+
+
+FMA_MAX_ROWS = 4
+
+
+def fma_rows(tile, tokens: int) -> FmaRows:
+    """The first `tokens` rows of a [16, cols] tile as float32 [1, cols] vectors (Triton cannot slice a
+    register tile, so each is the masked sum of the tile over its rows)."""
+    r = lax.broadcasted_iota(jnp.int32, tile.shape, 0)
+    xf = tile.astype(jnp.float32)
+    return FmaRows(jnp.sum(jnp.where(r == i, xf, 0.0), axis=0, keepdims=True) for i in range(tokens))
+
+
+def uses_fma(op: Operand, tokens: int | None) -> bool:
+    """Whether an fp8 tile meets x as `fma_rows` (DGJAX_FP8_DOT=fma, at most FMA_MAX_ROWS real rows)."""
+    return op.fmt == "fp8" and tokens is not None and tokens <= FMA_MAX_ROWS and fp8_dot() == "fma"
+
+
+def row_tiles(tile, op: Operand, tokens: int | None = None) -> tuple:
     """A [16, cols] tile of rows (non-packed weights) as `tile_dot` takes it: itself, or for fp8 under the float16
-    dot the `f16_rows` pair (under the a8 dot the `e4m3_rows` pair)."""
+    dot the `f16_rows` pair (under the a8 dot the `e4m3_rows` pair; under "fma" the real rows, `fma_rows`)."""
+    if uses_fma(op, tokens):
+        return fma_rows(tile, tokens)
     if not _scaled_rows_dot(op, tile.dtype):
         return (tile,)
     return e4m3_rows(tile) if fp8_dot() == "a8" else f16_rows(tile)
@@ -273,7 +295,7 @@ def _zero_points(z_ref, op: Operand, expert, n0, k0, bn: int, bk: int, cols: int
 
 F16_ROW_MAX_EXP = 14  # rows are scaled so their largest |value| lies in [2**14, 2**15) (f16 max 65504)
 E4M3_ROW_MAX_EXP = 7  # ... and for the a8 dot in [2**7, 2**8) (e4m3 max 448)
-FP8_DOTS = ("x", "f16", "swap", "a8")
+FP8_DOTS = ("x", "f16", "swap", "a8", "fma")
 FP8_DOT_ENV = "DGJAX_FP8_DOT"
 
 
@@ -292,7 +314,7 @@ def fp8_dot() -> str:
 
 def _scaled_rows_dot(op: Operand, x_dtype) -> bool:
     """Whether fp8 tiles meet rescaled x rows (f16, or e4m3 for "a8") rather than x itself."""
-    return op.fmt == "fp8" and jnp.dtype(x_dtype) != jnp.float32 and fp8_dot() in ("f16", "swap", "a8")
+    return op.fmt == "fp8" and jnp.dtype(x_dtype) != jnp.float32 and fp8_dot() in ("f16", "swap", "a8", "fma")
 
 
 def swapped(op: Operand, x_dtype) -> bool:
@@ -359,6 +381,17 @@ def e4m3_rows(x):
 def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
     """x tiles . (the expert's weight rows k0:k0+bk, columns n0:n0+bn) -> float32 [16, bn] ([bn, 16] where
     the tiles came from `x_tiles` of an fp8 weight and `swapped` holds)."""
+    if isinstance(xs, FmaRows):  # fp8 on the CUDA cores: products summed along K per real row, no tensor-core dot
+        w_ref, s_ref = refs
+        w = w_ref[expert, pl.ds(n0, bn), pl.ds(k0, bk)].astype(jnp.float16).astype(jnp.float32)
+        (sb_n, sb_k), (nb, kb) = op.scale_block, op.scale_grid
+        cols = n0 + lax.broadcasted_iota(jnp.int32, (bn,), 0)
+        scale = plgpu.load(s_ref.at[(expert * nb + lax.div(cols, sb_n)) * kb + lax.div(k0, sb_k)])
+        r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, bn), 0)
+        out = jnp.zeros((MIN_DOT, bn), jnp.float32)
+        for i, row in enumerate(xs):
+            out = jnp.where(r == i, jnp.sum(w * row, axis=1)[None, :], out)
+        return out * scale[None, :]
     dtype = xs[0].dtype
     if op.fmt == "plain":
         (w_ref,) = refs
