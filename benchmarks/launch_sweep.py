@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import re
 import time
 
@@ -384,11 +385,12 @@ def main(argv=None) -> list[Row]:
                             time.perf_counter(), launch_set)
     full = table(rows, ceiling)
     head = f"read ceiling {ceiling / 1e12:.3f} TB/s" if ceiling else "no GPU: checked against ref.py, not timed"
+    print("\n".join(["", head, "all launches:" if not gpu else "best per case:"]
+                     + (full if not gpu else summary(rows, ceiling))), flush=True)
     if args.out:
+        os.makedirs(args.out, exist_ok=True)
         with open(f"{args.out}/launch_sweep.md", "w") as fh:
             fh.write("\n".join([head, ""] + full) + "\n")
-    print("\n".join(["", head, "all launches:" if not gpu else "best per case:"]
-                     + (full if not gpu else summary(rows, ceiling))))
     return rows
 
 
