@@ -192,7 +192,6 @@ def part_c(shapes: dict, gpu: bool, calls: int, programs: int, chain: int, rows:
                                  prefetch_us=stat(pre), kernels_per_layer=f"{len(ev) / calls / layers:.1f}",
                                  kernels=names(ev)))
                 print(rows[-1], flush=True)
-        del ws
 
 
 def moe_hot_cold(gpu: bool, calls: int, rows: list) -> None:

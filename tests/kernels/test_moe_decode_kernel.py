@@ -215,7 +215,8 @@ def test_down_splits_default_by_length_and_the_switch_keeps_two_steps_a_split(mo
         kernel.default_config(*glm, 1, 8)
 
 
-@pytest.mark.parametrize("dot,wide", [("x", "off"), ("f16", "off"), ("f16", "on"), ("swap", "on"), ("a8", "on")])
+@pytest.mark.parametrize("dot,wide", [("x", "off"), ("f16", "off"), ("f16", "on"), ("swap", "on"), ("a8", "on"),
+                                      ("fma", "on")])
 def test_fp8_small_batch_launch_matches_the_reference(dot, wide, set_fp8_dot, monkeypatch):
     """The 1-2 token fp8 launches against ref.py on 128 x 128 scale blocks, interpreted: FP8_SMALL_BATCH
     (gate/up split in 2, each split 3 K steps under a 2-step unroll: a remainder) and the wide-tile rule
@@ -334,7 +335,7 @@ def test_dispatch_rules(monkeypatch, caplog):
     (1, "plain", None, "x"), (16, "plain", None, "x"), (3, "fp8", None, "x"), (1, "nvfp4", None, "x"),
     (2, "mxfp4", None, "x"), (4, "int4", None, "x"), (1, "int8", None, "x"),
     (2, "fp8", None, "x"), (2, "fp8", None, "f16"), (3, "fp8", None, "f16"),  # FP8_SMALL_BATCH; split-to-fill
-    (2, "fp8", None, "swap"), (3, "fp8", None, "swap"),
+    (2, "fp8", None, "swap"), (3, "fp8", None, "swap"), (2, "fp8", None, "fma"),
     (2, "fp8", kernel.Config(L(32, 128, 2, unroll=2), L(64, 128, unroll=4)), "x"),  # 6 down steps: 4 + 2
     (1, "plain", kernel.Config(L(32, 256, unroll=3), L(64, 64)), "x"),
 ])

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.quant_gemv import api, kernel, ref
 from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, fp8_block, int_group, mxfp4, nvfp4
 
@@ -354,6 +355,23 @@ def test_fp8_a8_dot_matches_the_reference_on_rounded_rows(magnitude, set_fp8_dot
         scale = np.abs(exact[r]).max()
         assert np.abs(got[r] - want[r]).max() <= 8e-3 * scale
         assert np.abs(got[r] - exact[r]).max() >= 8e-3 * scale
+
+
+@pytest.mark.parametrize("rows", [1, 2, tiles.FMA_MAX_ROWS, tiles.FMA_MAX_ROWS + 1])
+def test_fp8_fma_products_match_the_reference(rows, set_fp8_dot):
+    """DGJAX_FP8_DOT=fma: up to FMA_MAX_ROWS real rows are multiplied on the CUDA cores (each row picked out of
+    the tile, products summed along K), more rows take the f16 dot; both match the reference row by row, rows
+    of different scales in one tile."""
+    set_fp8_dot("fma")
+    rng = np.random.default_rng(7)
+    node, _ = _encode("fp8", _rows(rng))
+    x = rng.standard_normal((rows, K)).astype(np.float32)
+    x[0] *= 1e-3
+    x = jnp.asarray(x, jnp.bfloat16)
+    got = np.asarray(kernel.quant_gemv(x, node, launch=L(32, 64), interpret=True), np.float32)
+    want = np.asarray(ref.quant_gemv(x, node), np.float32)
+    for r in range(rows):
+        np.testing.assert_allclose(got[r], want[r], rtol=2e-2, atol=1e-2 * np.abs(want[r]).max())
 
 
 def test_fp8_dot_mode_is_validated(set_fp8_dot):

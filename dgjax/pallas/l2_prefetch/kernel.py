@@ -7,8 +7,10 @@ so the projection then reads L2 instead of HBM. The H200's L2 holds 50 MB; evict
 streaming reads in between.
 
 The kernel reads the array's bytes as uint32 words [M, 256] (1 KB rows, `as_words`), each program a
-contiguous range of rows in 16 KB steps, and writes each program's word-wise max (a real result, so nothing
-is elided; `ref.py` computes the same value).
+contiguous range of rows in 16 KB steps, and writes each program's word-wise max (`ref.py` computes the same
+value). XLA still removes the kernel where nothing reads that result (benchmarks/l2_probe.py's first H200 run,
+2026-12-03: no prefetch kernel in its traces), so a caller must consume it. Probe grade, not used by the engine:
+the same run found the fp8 readers only ~25% faster from L2 (benchmarks/results/2026-12-03-s17a-*).
 """
 
 from __future__ import annotations

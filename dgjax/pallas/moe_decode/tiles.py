@@ -305,7 +305,9 @@ def fp8_dot() -> str:
     rounded to e4m3 per row and K step (`e4m3_rows`), an fp8 x fp8 dot, weight tile first (`swapped`). The f16
     loop (Triton 3.9, sm_90) has 112 instead of 192 conversions per iteration; on the H200
     (benchmarks/results/2026-12-01-s6a-*) it took qwen3-30b-a3b fp8 C1 from 297.3 to 302.9 tok/s and
-    glm-4.5-air fp8 from 130.0 to 138.3."""
+    glm-4.5-air fp8 from 130.0 to 138.3. "fma" (A/B only): at most FMA_MAX_ROWS real rows, the tile converted to
+    float32 and multiplied on the CUDA cores (`fma_rows`; more rows take the f16 dot); it lost on the H200
+    (benchmarks/results/2026-12-03-s17b-*): qwen3-30b-a3b fp8 C1 283.0 vs 367.3 tok/s, every swept stage slower."""
     choice = choose_impl(None, FP8_DOT_ENV, FP8_DOTS, "fp8 dot", default="f16")
     if choice == "a8":
         fp8_mma.install()
@@ -381,18 +383,7 @@ def e4m3_rows(x):
 def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
     """x tiles . (the expert's weight rows k0:k0+bk, columns n0:n0+bn) -> float32 [16, bn] ([bn, 16] where
     the tiles came from `x_tiles` of an fp8 weight and `swapped` holds)."""
-    if isinstance(xs, FmaRows):  # fp8 on the CUDA cores: products summed along K per real row, no tensor-core dot
-        w_ref, s_ref = refs
-        w = w_ref[expert, pl.ds(n0, bn), pl.ds(k0, bk)].astype(jnp.float16).astype(jnp.float32)
-        (sb_n, sb_k), (nb, kb) = op.scale_block, op.scale_grid
-        cols = n0 + lax.broadcasted_iota(jnp.int32, (bn,), 0)
-        scale = plgpu.load(s_ref.at[(expert * nb + lax.div(cols, sb_n)) * kb + lax.div(k0, sb_k)])
-        r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, bn), 0)
-        out = jnp.zeros((MIN_DOT, bn), jnp.float32)
-        for i, row in enumerate(xs):
-            out = jnp.where(r == i, jnp.sum(w * row, axis=1)[None, :], out)
-        return out * scale[None, :]
-    dtype = xs[0].dtype
+    dtype = None if isinstance(xs, FmaRows) else xs[0].dtype
     if op.fmt == "plain":
         (w_ref,) = refs
         return plgpu.dot(xs[0], w_ref[expert, pl.ds(k0, bk), pl.ds(n0, bn)].astype(dtype))
@@ -402,6 +393,13 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
         (sb_n, sb_k), (nb, kb) = op.scale_block, op.scale_grid
         cols = n0 + lax.broadcasted_iota(jnp.int32, (bn,), 0)
         scale = plgpu.load(s_ref.at[(expert * nb + lax.div(cols, sb_n)) * kb + lax.div(k0, sb_k)])
+        if isinstance(xs, FmaRows):  # CUDA cores: products summed along K per real row, no tensor-core dot
+            w = raw.astype(jnp.float16).astype(jnp.float32)
+            r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, bn), 0)
+            out = jnp.zeros((MIN_DOT, bn), jnp.float32)
+            for i, row in enumerate(xs):
+                out = jnp.where(r == i, jnp.sum(w * row, axis=1)[None, :], out)
+            return out * scale[None, :]
         if len(xs) == 1:
             return plgpu.dot(xs[0], raw.astype(dtype), trans_b=True) * scale[None, :]
         x16, row_scale = xs  # the float16 dot's rows (x_tiles); e4m3 rows under a8
