@@ -380,6 +380,38 @@ def e4m3_rows(x):
     return (xf * down[:, None]).astype(jnp.float8_e4m3fn), up
 
 
+FP8_SCALE_ENV = "DGJAX_FP8_SCALE"
+
+
+def one_scale_block(op: Operand, bn: int) -> bool:
+    """Whether every bn-column tile of an fp8 weight lies inside one scale block (bn divides the block's rows)
+    and takes its scale as a scalar ($DGJAX_FP8_SCALE: auto, the default; "vector" loads one per column, A/B)."""
+    mode = choose_impl(None, FP8_SCALE_ENV, ("auto", "vector"), "fp8 tile scale")
+    return mode == "auto" and op.scale_block[0] % bn == 0
+
+
+def fp8_scales(s_ref, op: Operand, expert, k0, n0, bn: int):
+    """The block scales of an fp8 tile's columns n0:n0+bn at K step k0: a scalar where the tile sits inside
+    one scale block (`one_scale_block`), else float32 [bn] (one per column, [bn, 1] shaped by the caller).
+
+    Why the scalar: a [bn] vector is loaded in a coalesced layout and must move to the dot accumulator's
+    layout through shared memory (a store, two barriers and loads, every K step, behind the load's full
+    latency: benchmarks/ptx_census.py on the MoE and GEMV loops); one value per tile multiplies the tile's
+    dot result as it is."""
+    (sb_n, sb_k), (nb, kb) = op.scale_block, op.scale_grid
+    if one_scale_block(op, bn):
+        return s_ref[(expert * nb + lax.div(n0, sb_n)) * kb + lax.div(k0, sb_k)]
+    cols = n0 + lax.broadcasted_iota(jnp.int32, (bn,), 0)
+    return plgpu.load(s_ref.at[(expert * nb + lax.div(cols, sb_n)) * kb + lax.div(k0, sb_k)])
+
+
+def _cols(scale, axis: int):
+    """A tile's column scales shaped to multiply a [16, bn] (axis 1) or [bn, 16] (axis 0) result."""
+    if jnp.ndim(scale) == 0:
+        return scale
+    return scale[None, :] if axis == 1 else scale[:, None]
+
+
 def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
     """x tiles . (the expert's weight rows k0:k0+bk, columns n0:n0+bn) -> float32 [16, bn] ([bn, 16] where
     the tiles came from `x_tiles` of an fp8 weight and `swapped` holds)."""
@@ -390,26 +422,24 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
     if op.fmt == "fp8":
         w_ref, s_ref = refs
         raw = w_ref[expert, pl.ds(n0, bn), pl.ds(k0, bk)]  # unmasked: no e4m3 fill value
-        (sb_n, sb_k), (nb, kb) = op.scale_block, op.scale_grid
-        cols = n0 + lax.broadcasted_iota(jnp.int32, (bn,), 0)
-        scale = plgpu.load(s_ref.at[(expert * nb + lax.div(cols, sb_n)) * kb + lax.div(k0, sb_k)])
+        scale = fp8_scales(s_ref, op, expert, k0, n0, bn)
         if isinstance(xs, FmaRows):  # CUDA cores: products summed along K per real row, no tensor-core dot
             w = raw.astype(jnp.float16).astype(jnp.float32)
             r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, bn), 0)
             out = jnp.zeros((MIN_DOT, bn), jnp.float32)
             for i, row in enumerate(xs):
                 out = jnp.where(r == i, jnp.sum(w * row, axis=1)[None, :], out)
-            return out * scale[None, :]
+            return out * _cols(scale, 1)
         if len(xs) == 1:
-            return plgpu.dot(xs[0], raw.astype(dtype), trans_b=True) * scale[None, :]
+            return plgpu.dot(xs[0], raw.astype(dtype), trans_b=True) * _cols(scale, 1)
         x16, row_scale = xs  # the float16 dot's rows (x_tiles); e4m3 rows under a8
         if fp8_dot() == "a8":  # both e4m3: wgmma e4m3 (fp8_mma), [bn, 16]
-            return plgpu.dot(raw, x16, trans_b=True) * scale[:, None] * row_scale[None, :]
+            return plgpu.dot(raw, x16, trans_b=True) * _cols(scale, 0) * row_scale[None, :]
         if fp8_dot() == "swap":  # [bn, 16]: see `swapped`
             out = plgpu.dot(raw.astype(jnp.float16), x16, trans_b=True)
-            return out * scale[:, None] * row_scale[None, :]
+            return out * _cols(scale, 0) * row_scale[None, :]
         out = plgpu.dot(x16, raw.astype(jnp.float16), trans_b=True)  # e4m3 -> f16: one paired convert
-        return out * row_scale[:, None] * scale[None, :]
+        return out * row_scale[:, None] * _cols(scale, 1)
     if op.fmt == "int8":
         w_ref, s_ref, *z = refs
         q = w_ref[expert, pl.ds(n0, bn), pl.ds(k0, bk)].astype(jnp.int32)
