@@ -352,8 +352,20 @@ def f16_rows(x):
     normal range converts exactly, so each row is first multiplied by the power of two (exact) that puts
     its largest |value| in [2**14, 2**15), and the result by its inverse: nothing overflows, and only
     values more than 2**28 below their row's largest lose bits (f16 subnormals)."""
+    if unscaled_f16_probe():
+        return x.astype(jnp.float16), None
     xf, up, down = _pow2_rows(x, F16_ROW_MAX_EXP)
     return (xf * down[:, None]).astype(jnp.float16), up
+
+
+F16_X_ENV = "DGJAX_FP8_X"
+
+
+def unscaled_f16_probe() -> bool:
+    """$DGJAX_FP8_X=unscaled (probe only, default "scaled"): x rows converted to float16 as they are, no
+    per-row power of two. Wrong for rows beyond f16's range; it exists to time what the per-step row scaling
+    (a reduction, and the scales' move to the dot's layout through shared memory) costs the fp8 loops."""
+    return choose_impl(None, F16_X_ENV, ("scaled", "unscaled"), "fp8 x rows", default="scaled") == "unscaled"
 
 
 def _pow2_rows(x, max_exp: int):
@@ -439,7 +451,7 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
             out = plgpu.dot(raw.astype(jnp.float16), x16, trans_b=True)
             return out * _cols(scale, 0) * row_scale[None, :]
         out = plgpu.dot(x16, raw.astype(jnp.float16), trans_b=True)  # e4m3 -> f16: one paired convert
-        return out * row_scale[:, None] * _cols(scale, 1)
+        return out * _cols(scale, 1) if row_scale is None else out * row_scale[:, None] * _cols(scale, 1)
     if op.fmt == "int8":
         w_ref, s_ref, *z = refs
         q = w_ref[expert, pl.ds(n0, bn), pl.ds(k0, bk)].astype(jnp.int32)
