@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dgjax.pallas.moe_decode import api, kernel, ref
+from dgjax.pallas.moe_decode import api, kernel, ref, tiles
 from dgjax.quant import int_group, nvfp4
 
 from moe_weights import (  # tests/kernels is on sys.path (pytest's prepend import mode)
@@ -240,6 +240,27 @@ def test_fp8_small_batch_launch_matches_the_reference(dot, wide, set_fp8_dot, mo
     args = (x, jnp.asarray(ids), jnp.asarray(weights), gate, up, down)
     a8 = dict(a8_groups=(128, 128)) if dot == "a8" else {}
     _check(kernel.moe_decode(*args, interpret=True), ref.moe_decode(*args, **a8), jnp.bfloat16)
+
+
+@pytest.mark.parametrize("config", [kernel.Config(L(128, 128, 2), L(128, 128, 2)),
+                                    kernel.Config(L(128, 128, 3), L(128, 128, 1))])
+def test_fp8_scales_loaded_a_step_ahead_match_the_reference(config, monkeypatch):
+    """DGJAX_FP8_SCALE=prefetch: both stages carry each K step's scalar scales from the step before (gate and up
+    apart), through even and uneven splits (down: 3 steps in 2 splits) and dead slots (an expert two tokens
+    share); the result equals ref.py."""
+    monkeypatch.setenv(tiles.FP8_SCALE_ENV, "prefetch")
+    jax.clear_caches()
+    e, h, f = 4, 768, 384
+    rng = np.random.default_rng(6)
+    w = lambda *s: (0.1 * rng.standard_normal(s)).astype(np.float32)  # noqa: E731
+    gate, up, down = (_fp8(a, (128, 128)) for a in (w(e, h, f), w(e, h, f), w(e, f, h)))
+    assert tiles.ScalePrefetch(kernel.describe(gate), 128).on
+    ids = np.array([[3, 1], [0, 1], [2, 3]], np.int32)
+    weights = np.array([[0.7, 0.3], [0.5, 0.5], [0.2, 0.8]], np.float32)
+    x = jnp.asarray(rng.standard_normal((3, h)), jnp.bfloat16)
+    args = (x, jnp.asarray(ids), jnp.asarray(weights), gate, up, down)
+    _check(kernel.moe_decode(*args, config=config, interpret=True), ref.moe_decode(*args), jnp.bfloat16)
+    jax.clear_caches()
 
 
 def test_quantized_experts_split_k_until_the_gpu_is_busy():

@@ -496,22 +496,28 @@ def test_fusions_follow_the_environment_and_keep_the_result(fuse, monkeypatch):
         api.quant_matmul(x, node)
 
 
-@pytest.mark.parametrize("mode", ["auto", "vector"])
+@pytest.mark.parametrize("mode", ["auto", "prefetch", "vector"])
 def test_fp8_block_scale_as_a_scalar_or_per_column(mode, monkeypatch):
-    """DGJAX_FP8_SCALE: a tile inside one scale block takes its scale as a scalar (auto), else per column; both
-    match the reference where tiles sit inside a block (bn 32 on 32-row blocks) and where they span two (bn 64);
+    """DGJAX_FP8_SCALE: a tile inside one scale block takes its scale as a scalar (auto; prefetch: loaded one K
+    step ahead and carried), else per column; all match the reference where tiles sit inside a block (bn 32 on
+    32-row blocks, also in an uneven 3-way K split and with the late norm) and where they span two (bn 64);
     an unknown mode is refused by name."""
     monkeypatch.setenv(tiles.FP8_SCALE_ENV, mode)
     jax.clear_caches()
     rng = np.random.default_rng(2)
     node, _ = _encode("fp8", _rows(rng))
     op = kernel.describe(node)
-    assert tiles.one_scale_block(op, 32) == (mode == "auto") and not tiles.one_scale_block(op, 64)
+    assert tiles.one_scale_block(op, 32) == (mode != "vector") and not tiles.one_scale_block(op, 64)
+    assert tiles.ScalePrefetch(op, 32).on == (mode == "prefetch") and not tiles.ScalePrefetch(op, 64).on
     x = jnp.asarray(rng.standard_normal((2, K)), jnp.bfloat16)
     want = np.asarray(ref.quant_gemv(x, node), np.float32)
-    for launch in (L(32, 64, 2), L(64, 64)):
+    for launch in (L(32, 64, 2), L(32, 32, 3), L(64, 64)):
         got = np.asarray(kernel.quant_gemv(x, node, launch=launch, interpret=True), np.float32)
         np.testing.assert_allclose(got, want, rtol=2e-2, atol=1e-2 * np.abs(want).max())
+    g = jnp.asarray(1.0 + 0.1 * rng.standard_normal(K), jnp.float32)
+    want = np.asarray(ref.quant_gemv(x, node, g), np.float32)
+    got = np.asarray(kernel.quant_gemv(x, node, g, launch=L(32, 64, 2), late_norm=True, interpret=True), np.float32)
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=1e-2 * np.abs(want).max())
     monkeypatch.setenv(tiles.FP8_SCALE_ENV, "rows")
     with pytest.raises(ValueError, match=tiles.FP8_SCALE_ENV):
         tiles.one_scale_block(op, 32)

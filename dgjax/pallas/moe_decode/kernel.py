@@ -255,13 +255,23 @@ def gate_up_body(x_ref, g_refs, u_refs, out_refs, expert, live, *, op: Operand, 
     n0 = j * bn
     loop = _split_loop(op, launch, s, live)
 
-    def step(k0, carry):
+    ahead = tiles.ScalePrefetch(op, bn)  # DGJAX_FP8_SCALE=prefetch: each step's scales loaded in the step before
+
+    def step(k0, carry):  # carry: (acc_g, acc_u), with `ahead` also this step's (gate, up) scales
         xs = tiles.x_tiles(x_ref, tokens, k0, bk, op)
-        return (carry[0] + tiles.tile_dot(xs, g_refs, op, expert, k0, n0, bk, bn),
-                carry[1] + tiles.tile_dot(xs, u_refs, op, expert, k0, n0, bk, bn))
+        sg = su = None
+        if ahead.on:
+            sg, su = carry[2:]
+            carry = carry[:2] + (ahead.next(g_refs[1], expert, k0, n0, bk), ahead.next(u_refs[1], expert, k0, n0, bk))
+        return (carry[0] + tiles.tile_dot(xs, g_refs, op, expert, k0, n0, bk, bn, scale=sg),
+                carry[1] + tiles.tile_dot(xs, u_refs, op, expert, k0, n0, bk, bn, scale=su)) + carry[2:]
 
     zeros = tiles.acc_zeros(op, x_ref.dtype, bn)
-    acc_g, acc_u = (tiles.acc_rows(op, x_ref.dtype, acc) for acc in loop(step, (zeros, zeros)))
+    init = (zeros, zeros)
+    if ahead.on:
+        k_first = s * (split_steps(op.k // bk, launch.splits) * bk)
+        init += (ahead.first(g_refs[1], expert, k_first, n0), ahead.first(u_refs[1], expert, k_first, n0))
+    acc_g, acc_u = (tiles.acc_rows(op, x_ref.dtype, acc) for acc in loop(step, init)[:2])
     if fused:
         (h_ref,) = out_refs
         tiles.store_rows(h_ref, silu_mul(acc_g, acc_u).astype(h_ref.dtype), tokens)
@@ -296,11 +306,21 @@ def _down_kernel(ids_ref, wts_ref, *refs, op: Operand, tokens: int, top_k: int, 
     rows = _split_act_rows(*h_refs, a, num_slots, act_splits, tokens, dtype) if act_splits else None
     h_ref = None if act_splits else h_refs[0]
 
-    def step(k0, acc):
-        xs = tiles.x_tiles(h_ref, tokens, k0, bk, op, rows=rows)
-        return acc + tiles.tile_dot(xs, w_refs, op, expert, k0, n0, bk, bn)
+    ahead = tiles.ScalePrefetch(op, bn)  # DGJAX_FP8_SCALE=prefetch: each step's scale loaded in the step before
 
-    acc = tiles.acc_rows(op, dtype, loop(step, tiles.acc_zeros(op, dtype, bn)))
+    def step(k0, carry):  # carry: acc, or (acc, this step's scale) with `ahead`
+        acc, scale = carry if ahead.on else (carry, None)
+        xs = tiles.x_tiles(h_ref, tokens, k0, bk, op, rows=rows)
+        if ahead.on:
+            nxt = ahead.next(w_refs[1], expert, k0, n0, bk)
+        acc = acc + tiles.tile_dot(xs, w_refs, op, expert, k0, n0, bk, bn, scale=scale)
+        return (acc, nxt) if ahead.on else acc
+
+    init = tiles.acc_zeros(op, dtype, bn)
+    if ahead.on:
+        init = (init, ahead.first(w_refs[1], expert, s * (split_steps(op.k // bk, launch.splits) * bk), n0))
+    acc = loop(step, init)
+    acc = tiles.acc_rows(op, dtype, acc[0] if ahead.on else acc)
     rw = row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]
     # where, not a plain product: a token that did not pick this expert must add exactly 0, even if its
     # row overflowed.

@@ -383,11 +383,40 @@ def e4m3_rows(x):
 FP8_SCALE_ENV = "DGJAX_FP8_SCALE"
 
 
+FP8_SCALE_MODES = ("auto", "prefetch", "vector")
+
+
+def fp8_scale_mode() -> str:
+    """$DGJAX_FP8_SCALE (read at trace time): "auto" (default: a tile inside one scale block takes one scalar,
+    loaded in its K step), "prefetch" (that scalar loaded one K step ahead: `ScalePrefetch`), "vector" (one
+    scale per column, the old loads; A/B)."""
+    return choose_impl(None, FP8_SCALE_ENV, FP8_SCALE_MODES, "fp8 tile scale")
+
+
 def one_scale_block(op: Operand, bn: int) -> bool:
     """Whether every bn-column tile of an fp8 weight lies inside one scale block (bn divides the block's rows)
-    and takes its scale as a scalar ($DGJAX_FP8_SCALE: auto, the default; "vector" loads one per column, A/B)."""
-    mode = choose_impl(None, FP8_SCALE_ENV, ("auto", "vector"), "fp8 tile scale")
-    return mode == "auto" and op.scale_block[0] % bn == 0
+    and takes its scale as a scalar (`fp8_scale_mode` not "vector")."""
+    return fp8_scale_mode() != "vector" and op.scale_block[0] % bn == 0
+
+
+class ScalePrefetch:
+    """Scalar fp8 tile scales loaded one K step ahead of their dot ($DGJAX_FP8_SCALE=prefetch), for a kernel's K
+    loop to carry: `first(...)` before the loop, `next(...)` inside each step for the step after.
+
+    Why: a scale loaded in its own K step is an `ld.global` whose latency the step's dots do not always cover:
+    under Nsight Compute the multiply that waits on it held 4.6-6.6% of glm-4.5-air's fp8 GEMV warp samples
+    (benchmarks/results/2026-12-03-s18-*). `on` is False (nothing carried) for other formats and modes."""
+
+    def __init__(self, op: Operand, bn: int):
+        self.op, self.bn = op, bn
+        self.on = op.fmt == "fp8" and fp8_scale_mode() == "prefetch" and one_scale_block(op, bn)
+
+    def first(self, s_ref, expert, k0, n0):
+        return fp8_scales(s_ref, self.op, expert, k0, n0, self.bn)
+
+    def next(self, s_ref, expert, k0, n0, bk: int):
+        """The scale of the step after k0 (the last step's own scale again: every load stays in bounds)."""
+        return fp8_scales(s_ref, self.op, expert, jnp.minimum(k0 + bk, self.op.k - bk), n0, self.bn)
 
 
 def fp8_scales(s_ref, op: Operand, expert, k0, n0, bn: int):
@@ -414,9 +443,10 @@ def _cols(scale, axis: int):
     return scale[None, :] if axis == 1 else scale[:, None]
 
 
-def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
+def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int, scale=None):
     """x tiles . (the expert's weight rows k0:k0+bk, columns n0:n0+bn) -> float32 [16, bn] ([bn, 16] where
-    the tiles came from `x_tiles` of an fp8 weight and `swapped` holds)."""
+    the tiles came from `x_tiles` of an fp8 weight and `swapped` holds). `scale`: an fp8 tile's scale already
+    loaded (`ScalePrefetch`), else it is loaded here."""
     dtype = None if isinstance(xs, FmaRows) else xs[0].dtype
     if op.fmt == "plain":
         (w_ref,) = refs
@@ -424,7 +454,7 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int):
     if op.fmt == "fp8":
         w_ref, s_ref = refs
         raw = w_ref[expert, pl.ds(n0, bn), pl.ds(k0, bk)]  # unmasked: no e4m3 fill value
-        scale = fp8_scales(s_ref, op, expert, k0, n0, bn)
+        scale = fp8_scales(s_ref, op, expert, k0, n0, bn) if scale is None else scale  # or carried (ScalePrefetch)
         if isinstance(xs, FmaRows):  # CUDA cores: products summed along K per real row, no tensor-core dot
             w = raw.astype(jnp.float16).astype(jnp.float32)
             r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, bn), 0)
