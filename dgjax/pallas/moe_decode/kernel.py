@@ -193,6 +193,11 @@ def launch_fits(op: Operand, launch: Launch) -> bool:
     return valid_block_n(op, launch.block_n) and valid_block_k(op, launch.block_k) and fits
 
 
+def _split_base(op: Operand, launch: Launch, s):
+    """The first K input of split `s` (every split but the last runs split_steps() steps)."""
+    return s * (split_steps(op.k // launch.block_k, launch.splits) * launch.block_k)
+
+
 def _split_loop(op: Operand, launch: Launch, s, live):
     """tiles.k_loop over split `s`'s share of K: the dead slots run none, the last split of an uneven cut
     runs what is left."""
@@ -201,7 +206,7 @@ def _split_loop(op: Operand, launch: Launch, s, live):
     steps = None
     if k_steps * launch.splits != total:
         steps = jnp.where(live, jnp.minimum(jnp.int32(k_steps), total - s * k_steps), 0)
-    return functools.partial(tiles.k_loop, k_steps=k_steps, base=s * (k_steps * bk), block_k=bk,
+    return functools.partial(tiles.k_loop, k_steps=k_steps, base=_split_base(op, launch, s), block_k=bk,
                              unroll=launch.unroll, live=live, steps=steps)
 
 
@@ -269,7 +274,7 @@ def gate_up_body(x_ref, g_refs, u_refs, out_refs, expert, live, *, op: Operand, 
     zeros = tiles.acc_zeros(op, x_ref.dtype, bn)
     init = (zeros, zeros)
     if ahead.on:
-        k_first = s * (split_steps(op.k // bk, launch.splits) * bk)
+        k_first = _split_base(op, launch, s)
         init += (ahead.first(g_refs[1], expert, k_first, n0), ahead.first(u_refs[1], expert, k_first, n0))
     acc_g, acc_u = (tiles.acc_rows(op, x_ref.dtype, acc) for acc in loop(step, init)[:2])
     if fused:
@@ -318,7 +323,7 @@ def _down_kernel(ids_ref, wts_ref, *refs, op: Operand, tokens: int, top_k: int, 
 
     init = tiles.acc_zeros(op, dtype, bn)
     if ahead.on:
-        init = (init, ahead.first(w_refs[1], expert, s * (split_steps(op.k // bk, launch.splits) * bk), n0))
+        init = (init, ahead.first(w_refs[1], expert, _split_base(op, launch, s), n0))
     acc = loop(step, init)
     acc = tiles.acc_rows(op, dtype, acc[0] if ahead.on else acc)
     rw = row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]

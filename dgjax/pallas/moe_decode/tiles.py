@@ -381,8 +381,6 @@ def e4m3_rows(x):
 
 
 FP8_SCALE_ENV = "DGJAX_FP8_SCALE"
-
-
 FP8_SCALE_MODES = ("auto", "prefetch", "vector")
 
 
