@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import re
 import time
 
@@ -111,27 +112,40 @@ def _xla_case(k, n):
     return f"xla bf16 dot {k}x{n}", fn, (x, w), lambda out: rel_error(out, want)
 
 
-def cases(gpu: bool, smoke: bool, preset: str = "qwen3"):
+def cases(gpu: bool, smoke: bool, preset: str = "qwen3", keep: str | None = None):
+    """The preset's cases as built (name, fn, args, check); `keep` (comma-separated): only cases whose name
+    contains one of them, the others not even built (their weights would crowd ncu's small pool)."""
+    P = functools.partial
     if smoke:  # tiny shapes that keep every kernel's structure
-        return [_gemv_case("smoke qkv", 256, 640, gpu, keep_splits=True), _gemv_case("smoke o", 512, 256, gpu),
-                _attention_case("smoke attention", gpu, 2, 4, 64, 2, True, 40, 96),
-                _attention_case("smoke attention", gpu, 2, 4, 64, 2, True, 40, 96, skip_idle=True),
-                _attention_case("smoke partial rotary", gpu, 2, 4, 64, 2, False, 40, 96, rot=32)]
-    if preset == "glm":  # glm-4.5-air fp8: q/k/v split in 4 (kept as partials), experts 4096 -> 1408, rope on half
-        return [_gemv_case("glm qkv", 4096, 14336, gpu, keep_splits=True), _gemv_case("glm o", 12288, 4096, gpu),
-                _gemv_case("glm shared gate_up", 4096, 2816, gpu), _gemv_case("glm shared down", 1408, 4096, gpu),
+        todo = [P(_gemv_case, "smoke qkv", 256, 640, gpu, keep_splits=True), P(_gemv_case, "smoke o", 512, 256, gpu),
+                P(_attention_case, "smoke attention", gpu, 2, 4, 64, 2, True, 40, 96),
+                P(_attention_case, "smoke attention", gpu, 2, 4, 64, 2, True, 40, 96, skip_idle=True),
+                P(_attention_case, "smoke partial rotary", gpu, 2, 4, 64, 2, False, 40, 96, rot=32)]
+    elif preset == "glm":  # glm-4.5-air fp8: q/k/v split in 4 (kept as partials), experts 4096 -> 1408, rope on half
+        todo = [P(_gemv_case, "glm qkv", 4096, 14336, gpu, keep_splits=True), P(_gemv_case, "glm o", 12288, 4096, gpu),
+                P(_gemv_case, "glm shared gate_up", 4096, 2816, gpu), P(_gemv_case, "glm shared down", 1408, 4096, gpu),
                 # 16 experts, not 128: the kernel reads only the 8 routed ones, and 128 float32 masters would not
                 # fit the 8 GB pool the ncu run keeps (campaign_s10f.sh)
-                _moe_case("glm experts", gpu, 16, 4096, 1408, 8),
-                _attention_case("glm attention", gpu, 8, 12, 128, 4, False, 1056, 2064, rot=64)]
-    out = [_gemv_case("qwen3 qkv", 2048, 5120, gpu, keep_splits=True), _gemv_case("qwen3 o", 4096, 2048, gpu),
-           _moe_case("qwen3 experts", gpu, 128, 2048, 768, 8)]
-    for skip in (False, True):
-        out.append(_attention_case("qwen3 attention", gpu, 4, 8, 128, 16, True, 1056, 2064, skip_idle=skip))
-        out.append(_attention_case("llama attention", gpu, 8, 4, 128, 0, False, 1056, 2064, skip_idle=skip))
-    if gpu:
-        out.append(_xla_case(4096, 4096))
-    return out
+                P(_moe_case, "glm experts", gpu, 16, 4096, 1408, 8),
+                P(_attention_case, "glm attention", gpu, 8, 12, 128, 4, False, 1056, 2064, rot=64)]
+    else:
+        todo = [P(_gemv_case, "qwen3 qkv", 2048, 5120, gpu, keep_splits=True), P(_gemv_case, "qwen3 o", 4096, 2048, gpu),
+                P(_moe_case, "qwen3 experts", gpu, 128, 2048, 768, 8)]
+        for skip in (False, True):
+            todo.append(P(_attention_case, "qwen3 attention", gpu, 4, 8, 128, 16, True, 1056, 2064, skip_idle=skip))
+            todo.append(P(_attention_case, "llama attention", gpu, 8, 4, 128, 0, False, 1056, 2064, skip_idle=skip))
+        if gpu:
+            todo.append(P(_xla_case, 4096, 4096))
+    wanted = [w.strip() for w in keep.split(",") if w.strip()] if keep else []
+    return [build() for build in todo if not wanted or any(w in _case_name(build) for w in wanted)]
+
+
+def _case_name(build) -> str:
+    """A case's name before it is built (the attention cases add their idle-split suffix)."""
+    if build.func is _xla_case:
+        return "xla bf16 dot {}x{}".format(*build.args)
+    name = build.args[0]
+    return f"{name} (idle splits skip)" if build.keywords.get("skip_idle") else name
 
 
 NCU_COLUMNS = {  # raw metric -> short heading
@@ -197,6 +211,7 @@ def main(argv=None):
                    help="qwen3: qwen3-30b-a3b fp8 kernels and llama's attention; glm: glm-4.5-air fp8")
     p.add_argument("--out", default=None)
     p.add_argument("--ncu-csv", default=None, help="summarize an `ncu --csv --page raw` export instead")
+    p.add_argument("--cases", default=None, help="comma-separated parts of case names to keep (default: all)")
     a = p.parse_args(argv)
     if a.ncu_csv:
         lines = ncu_table(a.ncu_csv)
@@ -204,7 +219,7 @@ def main(argv=None):
         return lines
     gpu = jax.default_backend() == "gpu"
     t0 = time.perf_counter()
-    runs = cases(gpu, a.smoke, a.preset)
+    runs = cases(gpu, a.smoke, a.preset, a.cases)
     lines = ["| case | kernels (µs per call, trace mean) | rel. error vs ref.py |", "| --- | --- | --- |"]
     for name, fn, args, check in runs:
         err = check(fn(*args))

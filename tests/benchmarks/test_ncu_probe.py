@@ -35,3 +35,12 @@ def test_smoke_cases_run_interpreted_and_match_their_references():
     for r in rows:
         err = float(r.rstrip(" |").rsplit("|", 1)[1])
         assert err < 2e-2, r
+
+
+def test_cases_filter_builds_only_the_named_cases():
+    """--cases keeps the cases whose name contains one of its parts (the rest are not built), so one ncu process
+    can profile one case."""
+    lines = ncu_probe.main(["--smoke", "--cases", "idle splits,smoke o"])
+    names = [r.split("|")[1].strip() for r in lines[2:]]
+    assert names == ["smoke o", "smoke attention (idle splits skip)"]
+    assert [c[0] for c in ncu_probe.cases(False, True, keep="rotary")] == ["smoke partial rotary"]
