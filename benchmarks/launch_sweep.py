@@ -99,6 +99,14 @@ def _wide_launches(k: int, n: int) -> list[Launch]:
     return out
 
 
+def _balanced_launches(k: int, n: int) -> list[Launch]:
+    """K splits of any count (uneven cuts allowed, every split >= 2 steps), 64 or 128 fp8 columns: grids that fill
+    the SMs evenly. Why: under Nsight Compute (session 18) qwen3's fp8 kernels hold no program on an average SM for
+    35-45% of their time; q/k/v's 320 programs (4 fit an SM) give 56 SMs three and 76 two, a tail of one program."""
+    return [Launch(bn, 128, splits) for bn in (64, 128) for splits in range(1, 13)
+            if n % bn == 0 and _moe_splits_fit(k, splits) and 96 <= (n // bn) * splits <= 800]
+
+
 def _moe_splits_fit(k: int, splits: int) -> bool:
     """K in 128-wide steps cut in `splits`, the last split allowed fewer (glm's down: 11 steps), each >= 2."""
     per = split_steps(k // 128, splits) if k % 128 == 0 else None
@@ -202,7 +210,7 @@ def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float,
         op = gemv_kernel.describe(nodes[0])
         default = gemv_kernel.default_launch(op)
         pick = {"basic": _dense_launches, "deep": _deep_launches, "wide": _wide_launches,
-                "stages": _wide_launches}[launch_set]
+                "stages": _wide_launches, "balanced": _balanced_launches}[launch_set]
         launches = [default] + [la for la in pick(k, n) if la != default]
         launches = launches if gpu else launches[::7]  # CPU smoke: a few launches of each kind, interpreted
         print(f"{case}: K={k} N={n} fp8 {nbytes / 1e6:.1f} MB, {copies} copies, {len(launches)} launches", flush=True)
@@ -286,6 +294,8 @@ def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: 
                 launches = _wide_moe_launches
             elif launch_set == "stages":
                 launches = _stages_moe_launches
+            elif launch_set == "balanced":
+                launches = lambda k_, n_: [la for la in _balanced_launches(k_, n_) if la.splits <= 8]  # noqa: E731
             elif launch_set == "deep":
                 launches = lambda k_, n_: [la for la in _deep_launches(k_, n_)  # noqa: E731
                                            if la.splits == 1 and la.block_n <= 64]
@@ -366,10 +376,12 @@ def main(argv=None) -> list[Row]:
     p.add_argument("--deep", action="store_true", help="the deep-unroll launch set instead of the basic one")
     p.add_argument("--wide", action="store_true", help="the wide-tile launch set (`_wide_launches`) instead")
     p.add_argument("--stages", action="store_true", help="MoE: 128-column tiles at 2-4 pipeline stages")
+    p.add_argument("--balanced", action="store_true", help="fp8: K splits of any count (`_balanced_launches`)")
     p.add_argument("--cases", help="comma-separated case names to keep (default: all)")
     p.add_argument("--fmts", default="fp8,bf16", help="MoE weight formats")
     args = p.parse_args(argv)
-    launch_set = "stages" if args.stages else "wide" if args.wide else "deep" if args.deep else "basic"
+    launch_set = ("balanced" if args.balanced else "stages" if args.stages else "wide" if args.wide
+                  else "deep" if args.deep else "basic")
     gpu = jax.default_backend() == "gpu" and not args.smoke
     gpu_state.spin(1.0 if gpu else 0)  # clocks up first: s9 sweeps read 3.83-3.90 TB/s, the engine runs 4.44
     ceiling = measure_read_ceiling(int(8.59e9)).bytes_per_s if gpu else None

@@ -55,3 +55,17 @@ def test_expert_launch_sets_cut_k_unevenly_but_never_below_two_steps():
         assert {1, 2, 4} <= glm and 8 not in glm
         assert qwen3 == {1, 2}
     assert {la.num_stages for la in launch_sweep._stages_moe_launches(1408, 4096)} == {2, 3, 4}
+
+
+def test_balanced_set_takes_uneven_splits_the_kernels_accept():
+    """--balanced: split counts beyond powers of two where K's 128-wide steps allow them (qwen3 q/k/v: 16 steps in
+    3 splits, 6 + 6 + 4), each a launch the quantized GEMV accepts, grids of 96-800 programs."""
+    from dgjax.pallas.quant_gemv import kernel as gemv_kernel
+
+    op = gemv_kernel.tiles.Operand("fp8", 1, 2048, 5120, 2, (128, 128), (40, 16))
+    launches = launch_sweep._balanced_launches(op.k, op.n)
+    assert launch_sweep.Launch(64, 128, 3) in launches and launch_sweep.Launch(128, 128, 8) in launches
+    for la in launches:
+        gemv_kernel.check_launch(op, la)
+        assert 96 <= (op.n // la.block_n) * la.splits <= 800
+    assert all(la.splits in (1, 2, 3, 4, 8) for la in launches)  # 5-7 would leave a last split under 2 steps
