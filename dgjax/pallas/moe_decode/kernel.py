@@ -262,20 +262,16 @@ def gate_up_body(x_ref, g_refs, u_refs, out_refs, expert, live, *, op: Operand, 
 
     ahead = tiles.ScalePrefetch(op, bn)  # DGJAX_FP8_SCALE=prefetch: each step's scales loaded in the step before
 
-    def step(k0, carry):  # carry: (acc_g, acc_u), with `ahead` also this step's (gate, up) scales
+    def step(k0, carry):  # carry: (acc_g, acc_u, this step's gate and up scales: None unless `ahead.on`)
+        acc_g, acc_u, sg, su = carry
         xs = tiles.x_tiles(x_ref, tokens, k0, bk, op)
-        sg = su = None
-        if ahead.on:
-            sg, su = carry[2:]
-            carry = carry[:2] + (ahead.next(g_refs[1], expert, k0, n0, bk), ahead.next(u_refs[1], expert, k0, n0, bk))
-        return (carry[0] + tiles.tile_dot(xs, g_refs, op, expert, k0, n0, bk, bn, scale=sg),
-                carry[1] + tiles.tile_dot(xs, u_refs, op, expert, k0, n0, bk, bn, scale=su)) + carry[2:]
+        return (acc_g + tiles.tile_dot(xs, g_refs, op, expert, k0, n0, bk, bn, scale=sg),
+                acc_u + tiles.tile_dot(xs, u_refs, op, expert, k0, n0, bk, bn, scale=su),
+                ahead.next(g_refs, expert, k0, n0, bk), ahead.next(u_refs, expert, k0, n0, bk))
 
     zeros = tiles.acc_zeros(op, x_ref.dtype, bn)
-    init = (zeros, zeros)
-    if ahead.on:
-        k_first = _split_base(op, launch, s)
-        init += (ahead.first(g_refs[1], expert, k_first, n0), ahead.first(u_refs[1], expert, k_first, n0))
+    k_first = _split_base(op, launch, s)
+    init = (zeros, zeros, ahead.first(g_refs, expert, k_first, n0), ahead.first(u_refs, expert, k_first, n0))
     acc_g, acc_u = (tiles.acc_rows(op, x_ref.dtype, acc) for acc in loop(step, init)[:2])
     if fused:
         (h_ref,) = out_refs
@@ -313,19 +309,14 @@ def _down_kernel(ids_ref, wts_ref, *refs, op: Operand, tokens: int, top_k: int, 
 
     ahead = tiles.ScalePrefetch(op, bn)  # DGJAX_FP8_SCALE=prefetch: each step's scale loaded in the step before
 
-    def step(k0, carry):  # carry: acc, or (acc, this step's scale) with `ahead`
-        acc, scale = carry if ahead.on else (carry, None)
+    def step(k0, carry):  # carry: (acc, this step's scale: None unless `ahead.on`)
+        acc, scale = carry
         xs = tiles.x_tiles(h_ref, tokens, k0, bk, op, rows=rows)
-        if ahead.on:
-            nxt = ahead.next(w_refs[1], expert, k0, n0, bk)
-        acc = acc + tiles.tile_dot(xs, w_refs, op, expert, k0, n0, bk, bn, scale=scale)
-        return (acc, nxt) if ahead.on else acc
+        return (acc + tiles.tile_dot(xs, w_refs, op, expert, k0, n0, bk, bn, scale=scale),
+                ahead.next(w_refs, expert, k0, n0, bk))
 
-    init = tiles.acc_zeros(op, dtype, bn)
-    if ahead.on:
-        init = (init, ahead.first(w_refs[1], expert, _split_base(op, launch, s), n0))
-    acc = loop(step, init)
-    acc = tiles.acc_rows(op, dtype, acc[0] if ahead.on else acc)
+    init = (tiles.acc_zeros(op, dtype, bn), ahead.first(w_refs, expert, _split_base(op, launch, s), n0))
+    acc = tiles.acc_rows(op, dtype, loop(step, init)[0])
     rw = row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]
     # where, not a plain product: a token that did not pick this expert must add exactly 0, even if its
     # row overflowed.

@@ -399,7 +399,9 @@ def one_scale_block(op: Operand, bn: int) -> bool:
 
 class ScalePrefetch:
     """Scalar fp8 tile scales loaded one K step ahead of their dot ($DGJAX_FP8_SCALE=prefetch), for a kernel's K
-    loop to carry: `first(...)` before the loop, `next(...)` inside each step for the step after.
+    loop to carry: `first(...)` before the loop, `next(...)` inside each step for the step after. Where it is
+    off both return None, which `tile_dot` takes as "load the scale here" and a loop carries as nothing, so a
+    kernel carries (acc, scale) either way.
 
     Why: a scale loaded in its own K step is an `ld.global` whose latency the step's dots do not always cover:
     under Nsight Compute the multiply that waits on it held 4.6-6.6% of glm-4.5-air's fp8 GEMV warp samples
@@ -409,12 +411,13 @@ class ScalePrefetch:
         self.op, self.bn = op, bn
         self.on = op.fmt == "fp8" and fp8_scale_mode() == "prefetch" and one_scale_block(op, bn)
 
-    def first(self, s_ref, expert, k0, n0):
-        return fp8_scales(s_ref, self.op, expert, k0, n0, self.bn)
+    def first(self, w_refs, expert, k0, n0):
+        """The scale of the step at k0 (w_refs: the weight's refs, as `tile_dot` takes them)."""
+        return fp8_scales(w_refs[1], self.op, expert, k0, n0, self.bn) if self.on else None
 
-    def next(self, s_ref, expert, k0, n0, bk: int):
+    def next(self, w_refs, expert, k0, n0, bk: int):
         """The scale of the step after k0 (the last step's own scale again: every load stays in bounds)."""
-        return fp8_scales(s_ref, self.op, expert, jnp.minimum(k0 + bk, self.op.k - bk), n0, self.bn)
+        return self.first(w_refs, expert, jnp.minimum(k0 + bk, self.op.k - bk), n0)
 
 
 def fp8_scales(s_ref, op: Operand, expert, k0, n0, bn: int):

@@ -158,13 +158,11 @@ def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: 
     span = k_steps * bk  # one split's K range
     ahead = tiles.ScalePrefetch(op, bn)  # DGJAX_FP8_SCALE=prefetch: each step's scale loaded in the step before
 
-    def step(k0, carry):  # carry: acc, or (acc, this step's scale) with `ahead`
-        acc, scale = carry if ahead.on else (carry, None)
-        xs = tiles.x_tiles(x_ref, rows, k0, bk, op, norm)
-        if ahead.on:
-            nxt = ahead.next(w_refs[1], 0, k0, n0, bk)
-        acc = acc + tiles.tile_dot(xs, w_refs, op, 0, k0, n0, bk, bn, scale=scale)
-        return (acc, nxt) if ahead.on else acc
+    def step(k0, carry):  # carry: (acc, this step's scale: None unless `ahead.on`)
+        acc, scale = carry
+        nxt = ahead.next(w_refs, 0, k0, n0, bk)
+        return acc + tiles.tile_dot(tiles.x_tiles(x_ref, rows, k0, bk, op, norm), w_refs, op, 0, k0, n0, bk, bn,
+                                    scale=scale), nxt
 
     def late_step(k0, carry):  # also sums every split's x squares at this step's offset in its range
         acc, sq = carry
@@ -172,16 +170,12 @@ def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: 
             sq = sq + tiles.row_squares(x_ref, rows, k0 + (other - s) * span, bk)
         return step(k0, acc), sq
 
-    acc = tiles.acc_zeros(op, x_ref.dtype, bn)
-    if ahead.on:
-        acc = (acc, ahead.first(w_refs[1], 0, s * span, n0))
+    carry = (tiles.acc_zeros(op, x_ref.dtype, bn), ahead.first(w_refs, 0, s * span, n0))
     if normed and late_norm:
-        acc, sq = loop(late_step, (acc, jnp.zeros((MAX_ROWS, 1), jnp.float32)))
-        acc = acc[0] if ahead.on else acc
+        (acc, _), sq = loop(late_step, (carry, jnp.zeros((MAX_ROWS, 1), jnp.float32)))
         acc = tiles.acc_rows(op, x_ref.dtype, acc) * lax.rsqrt(sq / op.k + eps)
     else:
-        acc = loop(step, acc)
-        acc = tiles.acc_rows(op, x_ref.dtype, acc[0] if ahead.on else acc)
+        acc = tiles.acc_rows(op, x_ref.dtype, loop(step, carry)[0])
     tiles.store_rows(o_ref, acc.astype(o_ref.dtype), rows)
 
 
