@@ -1,0 +1,119 @@
+"""Is the decode "slow mode" decided per process or per loaded executable? Several engines, one after another,
+in one process, each timed over a few short C1 decode rounds.
+
+Why: since session 13 some benchmark processes run every kernel of a tick 0.13-0.19 µs after its predecessor
+ends instead of 0.13-0.29 µs before it (the early launches XLA's CUDA graphs allow are off), ~8% slower end to
+end (qwen3-30b-a3b fp8 C1: ~3.0 against ~2.72 ms a step), and single-run A/Bs taken in different modes misled
+earlier sessions (s16). The mode has differed between processes on one machine and never within a run. An
+engine built anew in the same process deserializes its executables again, so XLA instantiates fresh CUDA
+graphs: if the mode changes between engines of a process, it belongs to the graph instantiation (and a warmup
+check could rebuild until fast); if it never does, it belongs to the process (the CUDA context), and the
+environment (e.g. CUDA_DEVICE_MAX_CONNECTIONS, CUDA_MODULE_LOADING) is what to vary across processes.
+
+Prints one line per round (`round engine=E round=R ms/step=... dispatch=...`) and, with --trace, each engine's
+traced launch edges (median gap between a kernel's start and its predecessor's end: negative = early launch).
+
+    python3 -m benchmarks.mode_probe --preset qwen3-30b-a3b --quantize fp8 --engines 3 --rounds 2   # GPU
+    python -m benchmarks.mode_probe --preset tiny --engines 2 --rounds 1 --tokens 8                  # CPU smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from benchmarks.device_trace import steady_tick_stats, trace_events
+from benchmarks.engine_runs import BenchEngine, decode_max_tokens, engine_config, plan_engines
+from benchmarks.presets import write_model_dir
+from dgjax.config import ModelConfig
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="qwen3-30b-a3b")
+    p.add_argument("--quantize", default="none")
+    p.add_argument("--layers", type=int, default=None, help="override num_hidden_layers (fewer: faster loads)")
+    p.add_argument("--engines", type=int, default=3, help="engines built one after another in this process")
+    p.add_argument("--rounds", type=int, default=2, help="decode rounds per engine")
+    p.add_argument("--context", type=int, default=1024)
+    p.add_argument("--tokens", type=int, default=160, help="decode tokens per round")
+    p.add_argument("--trace", action="store_true", help="trace 8 ticks per engine for the launch edges")
+    p.add_argument("--out", default=None, help="write every round as JSON lines here")
+    return p.parse_args(argv)
+
+
+def model_dir_for(preset: str, layers: int | None, dest: str) -> str:
+    write_model_dir(preset, dest)
+    if layers is not None:
+        path = os.path.join(dest, "config.json")
+        with open(path) as f:
+            cfg = json.load(f)
+        cfg["num_hidden_layers"] = layers
+        with open(path, "w") as f:
+            json.dump(cfg, f, indent=2)
+    return dest
+
+
+def edge_medians(be: BenchEngine, cfg: ModelConfig, rng, context: int) -> dict:
+    """Median launch gap (µs) per edge kind over 8 traced steady ticks; {} where the trace has none (CPU)."""
+    traced = trace_events(lambda: be.decode(rng, context, 1, decode_max_tokens(context, 1, 8, 2048), 600))
+    ticks = steady_tick_stats(traced, cfg.num_hidden_layers, 8)
+    if ticks is None:
+        return {}
+    return {kind: round(median, 3) for kind, _, median, _ in ticks.edges} | {"busy_ms": round(ticks.busy_ms_per_tick, 3)}
+
+
+def main(argv=None) -> list[dict]:
+    args = parse_args(argv)
+    rng = np.random.default_rng(0)
+    rows: list[dict] = []
+    env = {k: os.environ.get(k) for k in ("CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING", "XLA_FLAGS")}
+    print(f"mode_probe: pid {os.getpid()} env {env}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="dgjax-mode-") as d:
+        model_dir = model_dir_for(args.preset, args.layers, d)
+        cfg = ModelConfig.from_dir(model_dir)
+        plan = plan_engines([args.context], [1], [], decode_tokens=args.tokens, chunk=2048, page_size=16,
+                            replay_steps=2, split=False)[0]
+        config = engine_config(plan, dtype="auto", page_size=16, chunk=2048, seed=0, kv_cache_dtype="auto",
+                               quantize=args.quantize)
+        for e in range(args.engines):
+            t0 = time.perf_counter()
+            be = BenchEngine(model_dir, config, lambda m: None)
+            try:
+                be.warmup(rng, 600)
+                startup = time.perf_counter() - t0
+                for r in range(args.rounds):
+                    max_tokens = decode_max_tokens(args.context, 1, args.tokens, 2048)
+                    window, _, dispatch_ms = be.decode(rng, args.context, 1, max_tokens, 600)
+                    row = {"pid": os.getpid(), "engine": e, "round": r, "ms_per_step": round(window.ms_per_step, 4),
+                           "dispatch_ms": None if dispatch_ms is None else round(dispatch_ms, 4),
+                           "startup_s": round(startup, 1), "cache": be.compile_summary}
+                    if args.trace and r == args.rounds - 1:
+                        row["edges"] = edge_medians(be, cfg, rng, args.context)
+                    rows.append(row)
+                    print("round " + " ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+            finally:
+                be.close()
+                del be
+                gc.collect()
+    steps = [r["ms_per_step"] for r in rows]
+    print(f"mode_probe: {len(rows)} rounds, ms/step min {min(steps):.3f} median {statistics.median(steps):.3f} "
+          f"max {max(steps):.3f}", flush=True)
+    if args.out:
+        with open(args.out, "a") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+    return rows
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+    sys.exit(0)
