@@ -1,0 +1,24 @@
+"""benchmarks/mode_probe.py builds several engines in one process on the CPU and times a round on each."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks import mode_probe
+
+
+def test_mode_probe_times_every_engine_and_round(tmp_path, capsys):
+    out = tmp_path / "rounds.jsonl"
+    rows = mode_probe.main(["--preset", "tiny", "--layers", "1", "--engines", "2", "--rounds", "2",
+                            "--context", "32", "--tokens", "8", "--out", str(out)])
+    assert [(r["engine"], r["round"]) for r in rows] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert all(r["ms_per_step"] > 0 for r in rows)
+    assert [json.loads(line) for line in out.read_text().splitlines()] == rows
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("round ")]
+    assert len(printed) == 4 and "engine=1 round=1" in printed[-1]
+
+
+def test_mode_probe_layers_override_reaches_the_config(tmp_path):
+    d = mode_probe.model_dir_for("tiny", 3, str(tmp_path))
+    assert json.loads((tmp_path / "config.json").read_text())["num_hidden_layers"] == 3
+    assert d == str(tmp_path)
