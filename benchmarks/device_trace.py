@@ -169,6 +169,25 @@ def launch_edges(events: list[dict], ticks: int) -> list[tuple[str, float, float
     return [(k, len(v) / ticks, statistics.median(v), sum(v) / ticks) for k, v in sorted(gaps.items())]
 
 
+EARLY_LAUNCH_US = -0.1  # below this median gap the tick's kernels launch early (s12-s19: early -0.16..-0.35, late -0.03..+0.19)
+
+
+def launch_mode(edges: list[tuple[str, float, float, float]] | None) -> str | None:
+    """"early" where the tick's kernels start before their predecessors end (programmatic dependent launch at
+    work), "late" where they start after; None without edges. Read from the edge-weighted median of the
+    classes' median gaps. Why: per process, some runs fall into the late ("slow") mode, ~8% slower at
+    qwen3-30b-a3b fp8 C1 with the same kernels (s13-s19), and an A/B across modes measures the mode."""
+    if not edges:
+        return None
+    weighted = sorted((med, n) for _, n, med, _ in edges)
+    half, seen = sum(n for _, n in weighted) / 2, 0.0
+    for med, n in weighted:
+        seen += n
+        if seen >= half:
+            return "early" if med < EARLY_LAUNCH_US else "late"
+    return None
+
+
 def steady_tick_stats(events: list[dict], layers: int, max_ticks: int | None = None) -> TickStats | None:
     """Stats over the steady decode ticks of a trace, among the first `max_ticks` after the last prefill if
     given (None without at least 3 full decode ticks)."""

@@ -11,6 +11,8 @@ import re
 
 import jax
 
+from benchmarks.device_trace import launch_mode
+
 GB = 1e9
 
 
@@ -89,8 +91,8 @@ def _decode_table(rows: list[dict]) -> list[str]:
         "| context | streams | ms/step | tok/s per stream | tok/s total | mean context | GB/step needed "
         "(weights + KV) | TB/s | of ceiling | roofline ms | device ms/step | device of ceiling | "
         "device-idle share | ref attention gathers GB/step | dispatch ms/tick | host ms/dispatch | "
-        "SM MHz before / after | idle share, untraced |",
-        "|" + "---|" * 18,
+        "SM MHz before / after | idle share, untraced | launches |",
+        "|" + "---|" * 19,
     ]
     for d in rows:
         lines.append(
@@ -100,9 +102,14 @@ def _decode_table(rows: list[dict]) -> list[str]:
             f"{d['bytes_per_s'] / 1e12:.3f} | {_pct(d['frac_ceiling'])} | {_f(d['roofline_ms'])} | "
             f"{_f(d['device_ms_per_step'])} | {_pct(d['device_frac_ceiling'])} | {_pct(d['idle_share'])} | "
             f"{d['ref_gather_bytes'] / GB:.2f} | {_f(d['dispatch_ms_per_tick'])} | {_f(d.get('host_ms_per_dispatch'))} | "
-            f"{_clocks(d.get('clocks_mhz'))} | {_pct(d.get('untraced_idle_share'))} |"
+            f"{_clocks(d.get('clocks_mhz'))} | {_pct(d.get('untraced_idle_share'))} | {_mode(d)} |"
         )
     return lines
+
+
+def _mode(d: dict) -> str:
+    """The traced tick's launch mode (device_trace.launch_mode): early, late, or n/a."""
+    return launch_mode((d.get("traced_ticks") or {}).get("edges")) or "n/a"
 
 
 def _clocks(c: dict | None) -> str:
@@ -229,13 +236,13 @@ def summary_table(results: list[dict]) -> str:
         out.append(f"{r['preset']} (weights {r.get('quantize', 'none')}, KV {kv}) on {r['machine']['device_kind']}: read ceiling "
                    f"{c['read_bytes_per_s'] / 1e12:.3f} TB/s, matmul {c['matmul_flops_per_s'] / 1e12:.1f} TFLOP/s")
         out.append(f"{'ctx':>6} {'C':>3} {'ms/step':>8} {'tok/s/str':>9} {'tok/s':>8} {'GB/step':>8} "
-                   f"{'%ceil':>6} {'dev ms':>7} {'%idle':>6} {'%idle untraced':>14}")
+                   f"{'%ceil':>6} {'dev ms':>7} {'%idle':>6} {'%idle untraced':>14} {'launches':>8}")
         for d in r["decode"] + r.get("reference", []):
             out.append(
                 f"{d['context']:>6} {d['concurrency']:>3} {d['ms_per_step']:>8.2f} {d['tok_s_per_stream']:>9.1f} "
                 f"{d['tok_s_aggregate']:>8.1f} {d['bytes_per_step'] / GB:>8.2f} {100 * d['frac_ceiling']:>5.1f}% "
                 f"{_f(d['device_ms_per_step']):>7} {_pct(d['idle_share']):>6} "
-                f"{_pct(d.get('untraced_idle_share')):>14}"
+                f"{_pct(d.get('untraced_idle_share')):>14} {_mode(d):>8}"
                 + ("  reference path" if d in r.get("reference", []) else "")
             )
         out.append(f"{'prompt':>6} {'TTFT s':>8} {'tok/s':>9} {'TFLOP/s':>8} {'%mm':>6}")

@@ -173,3 +173,26 @@ def test_graph_re_records_are_read_from_the_host_lines(tmp_path):
     assert "(12 decode dispatches;" in text and "792 commands: 3 (500 µs each); 4 commands: 1 (15 µs each)" in text
     row["traced_graph_updates"]["graphs"] = []  # a CPU run: no command buffers, no line
     assert "re-recorded" not in "\n".join(_kernel_tables([row]))
+
+
+def test_launch_mode_reads_the_edge_weighted_median_gap():
+    """Fast-mode qwen3 edges (s19a: every class a fraction of a µs early) read "early", the slow mode's (all
+    late) "late", glm's s18 edges at -0.03 µs "late"; the class with most edges decides a split vote."""
+    from benchmarks.device_trace import launch_mode
+    from benchmarks.report import _decode_table
+
+    fast = [("pallas>pallas", 143.7, -0.22, -31.9), ("pallas>xla", 144.7, -0.19, -31.0),
+            ("xla>pallas", 144.2, -0.19, -28.3), ("xla>xla", 370.0, -0.16, 218.2)]
+    slow = [("pallas>pallas", 143.2, 0.13, 21.1), ("xla>xla", 370.0, 0.15, 60.0)]
+    assert launch_mode(fast) == "early" and launch_mode(slow) == "late"
+    assert launch_mode([("pallas>pallas", 270.0, -0.03, -8.0)]) == "late"
+    assert launch_mode([("pallas>pallas", 10.0, -0.3, -3.0), ("xla>xla", 30.0, 0.2, 6.0)]) == "late"
+    assert launch_mode([("pallas>pallas", 30.0, -0.3, -9.0), ("xla>xla", 10.0, 0.2, 2.0)]) == "early"
+    assert launch_mode(None) is None and launch_mode([]) is None
+    row = {"context": 1024, "concurrency": 1, "ms_per_step": 2.7, "tok_s_per_stream": 370.0,
+           "tok_s_aggregate": 370.0, "mean_context": 1120, "bytes_per_step": 3.5e9, "weight_bytes": 3.4e9,
+           "kv_bytes": 1e8, "bytes_per_s": 1.3e12, "frac_ceiling": 0.29, "roofline_ms": 0.8,
+           "device_ms_per_step": 2.77, "device_frac_ceiling": 0.28, "idle_share": 0.09, "ref_gather_bytes": 2e8,
+           "dispatch_ms_per_tick": 2.7, "traced_ticks": {"edges": slow}}
+    assert _decode_table([row])[-1].endswith("| late |")
+    assert _decode_table([dict(row, traced_ticks=None)])[-1].endswith("| n/a |")
