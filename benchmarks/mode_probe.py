@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from benchmarks.device_trace import steady_tick_stats, trace_events
+from benchmarks.device_trace import launch_mode, steady_tick_stats, trace_events
 from benchmarks.engine_runs import BenchEngine, decode_max_tokens, engine_config, plan_engines
 from benchmarks.presets import write_model_dir
 from dgjax.config import ModelConfig
@@ -68,7 +68,8 @@ def edge_medians(be: BenchEngine, cfg: ModelConfig, rng, context: int) -> dict:
     ticks = steady_tick_stats(traced, cfg.num_hidden_layers, 8)
     if ticks is None:
         return {}
-    return {kind: round(median, 3) for kind, _, median, _ in ticks.edges} | {"busy_ms": round(ticks.busy_ms_per_tick, 3)}
+    return ({kind: round(median, 3) for kind, _, median, _ in ticks.edges}
+            | {"busy_ms": round(ticks.busy_ms_per_tick, 3), "mode": launch_mode(ticks.edges)})
 
 
 def main(argv=None) -> list[dict]:
