@@ -10,6 +10,12 @@ graphs: if the mode changes between engines of a process, it belongs to the grap
 check could rebuild until fast); if it never does, it belongs to the process (the CUDA context), and the
 environment (e.g. CUDA_DEVICE_MAX_CONNECTIONS, CUDA_MODULE_LOADING) is what to vary across processes.
 
+Each engine also runs its decode executable straight from Python, `--direct` ticks queued back to back with one
+sync at the end (no engine loop, the same executable, mailbox and result copies): if that is fast while the
+engine's round is slow, the engine's host loop makes the slow mode; if it is slow too, the device does. Each
+round reports the median host time a tick spends waiting for the previous tick's result (`wait_ms`) and inside
+the dispatch (`dispatch_host_ms`).
+
 Prints one line per round (`round engine=E round=R ms/step=... dispatch=...`) and, with --trace, each engine's
 traced launch edges (median gap between a kernel's start and its predecessor's end: negative = early launch).
 
@@ -46,6 +52,9 @@ def parse_args(argv):
     p.add_argument("--context", type=int, default=1024)
     p.add_argument("--tokens", type=int, default=160, help="decode tokens per round")
     p.add_argument("--trace", action="store_true", help="trace 8 ticks per engine for the launch edges")
+    p.add_argument("--direct", type=int, default=100, help="ticks of the decode executable run outside the engine")
+    p.add_argument("--prealloc-gb", type=float, default=0.0,
+                   help="allocate and free this many GB on the device before the first engine")
     p.add_argument("--out", default=None, help="write every round as JSON lines here")
     return p.parse_args(argv)
 
@@ -72,12 +81,63 @@ def edge_medians(be: BenchEngine, cfg: ModelConfig, rng, context: int) -> dict:
             | {"busy_ms": round(ticks.busy_ms_per_tick, 3), "mode": launch_mode(ticks.edges)})
 
 
+class WaitRecorder:
+    """Wraps the engine's result processing: the seconds each call spends in it (waiting for the tick's result
+    on the device, then handing tokens out)."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.original, self.spent = engine, engine._process, []
+        engine._process = self
+
+    def __call__(self, item):
+        t0 = time.perf_counter()
+        self.original(item)
+        self.spent.append(time.perf_counter() - t0)
+
+    def detach(self) -> None:
+        del self.engine._process
+
+
+def direct_ticks(be: BenchEngine, ticks: int) -> float | None:
+    """ms a tick of the engine's width-1 decode executable called `ticks` times back to back from this thread,
+    one sync at the end: slot 0 (its KV state from the last round) on its first pages."""
+    import jax
+
+    from dgjax.runtime import sampler
+    from dgjax.runtime.executor import MAX_LOGIT_BIAS
+    from dgjax.runtime.types import SamplingParams
+
+    if ticks <= 0:
+        return None
+    ex = be.engine._loaded.executor
+    width = ex.decode_width(1)
+    slot_ids = np.full((width,), ex.pad_slot, np.int32)
+    active = np.zeros((width,), np.bool_)
+    tables = np.zeros((width, ex.max_pages_per_seq), np.int32)
+    slot_ids[0], active[0] = 0, True
+    tables[0] = np.arange(ex.max_pages_per_seq, dtype=np.int32)
+    dev_slots, dev_active, dev_tables = ex.decode_layout(slot_ids, active, tables)
+    layout = (dev_slots, dev_tables, dev_active)  # decode's argument order
+    st = ex.put(sampler.build_sampling_tensors([SamplingParams(temperature=0.0)], width, MAX_LOGIT_BIAS, [0]))
+    jax.block_until_ready(ex.decode(*layout, st, False))  # any re-record of the graph happens here
+    t0 = time.perf_counter()
+    for _ in range(ticks):
+        res = ex.decode(*layout, st, False)
+    jax.block_until_ready(res)
+    return 1e3 * (time.perf_counter() - t0) / ticks
+
+
 def main(argv=None) -> list[dict]:
     args = parse_args(argv)
     rng = np.random.default_rng(0)
     rows: list[dict] = []
     env = {k: os.environ.get(k) for k in ("CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING", "XLA_FLAGS")}
     print(f"mode_probe: pid {os.getpid()} env {env}", flush=True)
+    if args.prealloc_gb > 0:
+        import jax.numpy as jnp
+
+        big = jnp.ones((int(args.prealloc_gb * 1e9) // 4,), jnp.float32).block_until_ready()
+        del big
     with tempfile.TemporaryDirectory(prefix="dgjax-mode-") as d:
         model_dir = model_dir_for(args.preset, args.layers, d)
         cfg = ModelConfig.from_dir(model_dir)
@@ -88,20 +148,29 @@ def main(argv=None) -> list[dict]:
         for e in range(args.engines):
             t0 = time.perf_counter()
             be = BenchEngine(model_dir, config, lambda m: None)
+            waits = WaitRecorder(be.engine)
             try:
                 be.warmup(rng, 600)
                 startup = time.perf_counter() - t0
                 for r in range(args.rounds):
                     max_tokens = decode_max_tokens(args.context, 1, args.tokens, 2048)
+                    waits.spent = []
                     window, _, dispatch_ms = be.decode(rng, args.context, 1, max_tokens, 600)
+                    host_ms = be.recorder.dispatch_host_ms(window.start, window.end, 1)
                     row = {"pid": os.getpid(), "engine": e, "round": r, "ms_per_step": round(window.ms_per_step, 4),
                            "dispatch_ms": None if dispatch_ms is None else round(dispatch_ms, 4),
+                           "dispatch_host_ms": None if host_ms is None else round(host_ms, 3),
+                           "wait_ms": round(1e3 * statistics.median(waits.spent), 3) if waits.spent else None,
                            "startup_s": round(startup, 1), "cache": be.compile_summary}
+                    if r == args.rounds - 1:
+                        direct = direct_ticks(be, args.direct)
+                        row["direct_ms"] = None if direct is None else round(direct, 4)
                     if args.trace and r == args.rounds - 1:
                         row["edges"] = edge_medians(be, cfg, rng, args.context)
                     rows.append(row)
                     print("round " + " ".join(f"{k}={v}" for k, v in row.items()), flush=True)
             finally:
+                waits.detach()
                 be.close()
                 del be
                 gc.collect()
