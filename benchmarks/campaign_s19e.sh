@@ -3,6 +3,8 @@
 # engine's round is followed by its decode executable run straight from Python (mode_probe --direct), and the
 # rounds report the host's wait and dispatch times. One process as s19d, one with 8 GB allocated and freed
 # before the first engine (as decode_bench's ceiling measurement does); then the balanced-split launch sweep.
+# Direct runs come with and without the per-tick device-to-host result copies (PJRT ends each with a host
+# callback on its transfer stream; a graph whose kernels share a hardware queue with it would stall on it).
 BUDGET_S=${BUDGET_S:-560}
 source benchmarks/campaign_lib.sh
 probe() {

@@ -98,10 +98,14 @@ class WaitRecorder:
         del self.engine._process
 
 
-def direct_ticks(be: BenchEngine, ticks: int) -> float | None:
+def direct_ticks(be: BenchEngine, ticks: int, copies: bool = True) -> float | None:
     """ms a tick of the engine's width-1 decode executable called `ticks` times back to back from this thread,
-    one sync at the end: slot 0 (its KV state from the last round) on its first pages."""
+    one sync at the end: slot 0 (its KV state from the last round) on its first pages. `copies=False` skips the
+    device-to-host copy the executor starts after every tick (PJRT ends each with a host callback on its
+    transfer stream): whether those copies are what stalls the slow ticks."""
     import jax
+
+    from dgjax.runtime import executor as executor_module
 
     from dgjax.runtime import sampler
     from dgjax.runtime.executor import MAX_LOGIT_BIAS
@@ -119,12 +123,18 @@ def direct_ticks(be: BenchEngine, ticks: int) -> float | None:
     dev_slots, dev_active, dev_tables = ex.decode_layout(slot_ids, active, tables)
     layout = (dev_slots, dev_tables, dev_active)  # decode's argument order
     st = ex.put(sampler.build_sampling_tensors([SamplingParams(temperature=0.0)], width, MAX_LOGIT_BIAS, [0]))
-    jax.block_until_ready(ex.decode(*layout, st, False))  # any re-record of the graph happens here
-    t0 = time.perf_counter()
-    for _ in range(ticks):
-        res = ex.decode(*layout, st, False)
-    jax.block_until_ready(res)
-    return 1e3 * (time.perf_counter() - t0) / ticks
+    saved = executor_module._start_copy
+    if not copies:
+        executor_module._start_copy = lambda tree: None
+    try:
+        jax.block_until_ready(ex.decode(*layout, st, False))  # any re-record of the graph happens here
+        t0 = time.perf_counter()
+        for _ in range(ticks):
+            res = ex.decode(*layout, st, False)
+        jax.block_until_ready(res)
+        return 1e3 * (time.perf_counter() - t0) / ticks
+    finally:
+        executor_module._start_copy = saved
 
 
 def main(argv=None) -> list[dict]:
@@ -163,8 +173,9 @@ def main(argv=None) -> list[dict]:
                            "wait_ms": round(1e3 * statistics.median(waits.spent), 3) if waits.spent else None,
                            "startup_s": round(startup, 1), "cache": be.compile_summary}
                     if r == args.rounds - 1:
-                        direct = direct_ticks(be, args.direct)
-                        row["direct_ms"] = None if direct is None else round(direct, 4)
+                        for key, copies in (("direct_ms", True), ("direct_nocopy_ms", False), ("direct_ms_again", True)):
+                            direct = direct_ticks(be, args.direct, copies)
+                            row[key] = None if direct is None else round(direct, 4)
                     if args.trace and r == args.rounds - 1:
                         row["edges"] = edge_medians(be, cfg, rng, args.context)
                     rows.append(row)
