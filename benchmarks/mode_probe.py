@@ -171,7 +171,8 @@ def main(argv=None) -> list[dict]:
                            "dispatch_ms": None if dispatch_ms is None else round(dispatch_ms, 4),
                            "dispatch_host_ms": None if host_ms is None else round(host_ms, 3),
                            "wait_ms": round(1e3 * statistics.median(waits.spent), 3) if waits.spent else None,
-                           "startup_s": round(startup, 1), "cache": be.compile_summary}
+                           "startup_s": round(startup, 1), "cache": be.compile_summary,
+                           "graph_check": be.engine.graph_check}
                     if r == args.rounds - 1:
                         for key, copies in (("direct_ms", True), ("direct_nocopy_ms", False), ("direct_ms_again", True)):
                             direct = direct_ticks(be, args.direct, copies)

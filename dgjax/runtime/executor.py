@@ -22,8 +22,8 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dgjax.pallas import pdl
-from dgjax.runtime import (compile_cache, flat_call, graph_scheduling, param_packing, sampler, stable_buffers,
-                           steps)
+from dgjax.runtime import (compile_cache, flat_call, graph_check, graph_scheduling, param_packing, sampler,
+                           stable_buffers, steps)
 from dgjax.runtime.device_state import DeviceState
 from dgjax.runtime.types import MAX_TOP_LOGPROBS
 
@@ -159,6 +159,34 @@ class Executor:
             sum(isinstance(e, flat_call.FlatCall) for e in decode_exes), len(decode_exes),
         )
         return summary
+
+    def check_decode_graphs(self, progress: Callable[[str], None] | None = None) -> dict[str, str]:
+        """Time every decode executable on padding rows and keep a fresh instance where it runs faster: some loaded
+        instances run their CUDA graph ~10% slower for good (dgjax/runtime/graph_check.py). Returns what was timed
+        per executable; {} where the check is off ($DGJAX_GRAPH_CHECK)."""
+        if not graph_check.enabled():
+            return {}
+        p_abs, s_abs = _abstract(self.call_params), _abstract(self.state)
+        report = {}
+        for width, top in sorted(self._decode):
+            if progress:
+                progress(f"timing the decode graph of width {width}{' with top logprobs' if top else ''}")
+            slot_ids, active, tables = self.decode_layout(
+                np.full((width,), self.pad_slot, np.int32), np.zeros((width,), np.bool_),
+                np.zeros((width, self.max_pages_per_seq), np.int32))
+            st = self.put(sampler.build_sampling_tensors([], width, MAX_LOGIT_BIAS, []))
+
+            def measure(exe, key=(width, top), layout=(slot_ids, tables, active), st=st):
+                self._decode[key] = exe
+                return graph_check.time_ticks(lambda: self.decode(*layout, st, key[1] > 0))
+
+            kept, result = graph_check.pick_faster(
+                self._decode[(width, top)], lambda w=width, k=top: self._compile_decode(p_abs, s_abs, w, k), measure)
+            self._decode[(width, top)] = kept
+            name = f"decode[B={width},top={top}]"
+            report[name] = result.describe()
+            log.info("%s graph check: %s", name, report[name])
+        return report
 
     def _compile_decode(self, p_abs, s_abs, width: int, num_top: int):
         fn = param_packing.taking_packed(steps.bind(steps.decode_tick, family=self.family, cfg=self.cfg,
