@@ -73,3 +73,9 @@ def test_the_check_times_every_decode_executable_and_changes_no_token(monkeypatc
     assert [ids for ids, _ in on] == [ids for ids, _ in off]
     flat = [[x for _, lp in run for x in lp] for run in (on, off)]
     assert flat[0] == pytest.approx(flat[1], abs=1e-6)
+
+
+def test_off_by_default_until_timed_on_the_gpu(monkeypatch):
+    monkeypatch.delenv(graph_check.ENV_VAR, raising=False)
+    assert not graph_check.enabled()
+    assert graph_check.enabled("on") and not graph_check.enabled("off")
