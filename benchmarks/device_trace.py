@@ -173,10 +173,12 @@ EARLY_LAUNCH_US = -0.1  # below this median gap the tick's kernels launch early 
 
 
 def launch_mode(edges: list[tuple[str, float, float, float]] | None) -> str | None:
-    """"early" where the tick's kernels start before their predecessors end (programmatic dependent launch at
-    work), "late" where they start after; None without edges. Read from the edge-weighted median of the
-    classes' median gaps. Why: per process, some runs fall into the late ("slow") mode, ~8% slower at
-    qwen3-30b-a3b fp8 C1 with the same kernels (s13-s19), and an A/B across modes measures the mode."""
+    """"early" where the traced tick's kernels start before their predecessors end (programmatic dependent launch
+    at work), "late" where they start after; None without edges. Read from the edge-weighted median of the
+    classes' median gaps. Why: some engines run ~8-10% slower with the same kernels (s13-s19), and an A/B
+    across modes measures the mode. The trace sees it only sometimes: decode_bench's slow runs traced late
+    (s16-s19a), but s19d's slow engines traced early; the untraced step above the traced busy time ('idle
+    share, untraced' > 0) is the other sign."""
     if not edges:
         return None
     weighted = sorted((med, n) for _, n, med, _ in edges)

@@ -1,14 +1,12 @@
 """Is the decode "slow mode" decided per process or per loaded executable? Several engines, one after another,
 in one process, each timed over a few short C1 decode rounds.
 
-Why: since session 13 some benchmark processes run every kernel of a tick 0.13-0.19 µs after its predecessor
-ends instead of 0.13-0.29 µs before it (the early launches XLA's CUDA graphs allow are off), ~8% slower end to
-end (qwen3-30b-a3b fp8 C1: ~3.0 against ~2.72 ms a step), and single-run A/Bs taken in different modes misled
-earlier sessions (s16). The mode has differed between processes on one machine and never within a run. An
-engine built anew in the same process deserializes its executables again, so XLA instantiates fresh CUDA
-graphs: if the mode changes between engines of a process, it belongs to the graph instantiation (and a warmup
-check could rebuild until fast); if it never does, it belongs to the process (the CUDA context), and the
-environment (e.g. CUDA_DEVICE_MAX_CONNECTIONS, CUDA_MODULE_LOADING) is what to vary across processes.
+Why: since session 13 some benchmark runs are ~8-10% slower with the same kernels (qwen3-30b-a3b fp8 C1: ~2.94
+against ~2.66 ms a step), and single-run A/Bs taken in different modes misled earlier sessions (s16). An engine
+built anew in the same process deserializes its executables again, so XLA instantiates fresh CUDA graphs: if
+the mode changes between engines of a process, it belongs to the loaded engine, else to the process (the CUDA
+context), and the environment (e.g. CUDA_DEVICE_MAX_CONNECTIONS, CUDA_MODULE_LOADING) is what to vary across
+processes. Found (s19d, s19e): per engine; the first engine of a process was always slow.
 
 Each engine also runs its decode executable straight from Python, `--direct` ticks queued back to back with one
 sync at the end (no engine loop, the same executable, mailbox and result copies): if that is fast while the

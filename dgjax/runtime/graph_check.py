@@ -2,15 +2,16 @@
 ($DGJAX_GRAPH_CHECK).
 
 Why: on the H200 a loaded decode executable runs its CUDA graph in one of two modes for its whole life:
-qwen3-30b-a3b fp8 C1 ticks of 2.65-2.70 ms or of 2.93-2.96 ms (~10%), with the same kernels. Which one is decided
-per loaded instance, not per process or per compile (benchmarks/mode_probe.py, s19d and s19e in
-benchmarks/results/2026-12-03-s19-slow-mode-per-executable.md): the first engine of every process ran slow
-(8 of 8), later engines in the same process mostly fast (12 of 16), and an instance's ticks stayed in its
-mode through hundreds of ticks, with the engine's host loop or straight from Python, with or without the
-per-tick result copies. In the slow mode every kernel of the tick starts after its predecessor ends
-instead of under programmatic dependent launch (~0.3 µs on each of ~800 edges, s12-s16); the driver's
-reason is not visible from here. So the check times each decode executable on padding rows and, where
-loading it again gives a faster instance, keeps that one.
+qwen3-30b-a3b fp8 C1 ticks of 2.65-2.70 ms or of 2.93-2.96 ms (~10%), with the same kernels. Which one is drawn
+per loaded engine, not per process or per compile (benchmarks/mode_probe.py, s19d and s19e in
+benchmarks/results/2026-12-03-s19-slow-mode-per-executable.md): with engines built one after another in a
+process, the first was slow in 8 of 8 processes and later ones fast in 10 of 16 (all four under
+CUDA_DEVICE_MAX_CONNECTIONS=32 or =1 slow), and an engine kept its mode through hundreds of ticks, in the
+engine's host loop or straight from Python, with or without the per-tick result copies: the device runs the
+graph slower. The ~0.28 ms a tick is ~0.35 µs on each of ~800 kernel edges, what s16 traced in slow runs
+(every kernel starting after its predecessor ends instead of under programmatic dependent launch); in s19 the
+slow engines ran fast under the profiler, so a trace cannot tell the modes apart here. So the check times each
+decode executable on padding rows and, where loading it again gives a faster instance, keeps that one.
 
 Policy (`pick_faster`): time the loaded instance, load another and time it; keep the faster; stop once two
 instances differ by more than MARGIN (the faster one is then in the fast mode) or after ATTEMPTS instances.
