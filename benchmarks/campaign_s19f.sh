@@ -1,7 +1,7 @@
-# Prepared in session 19 (~3 min): the decode graph check (dgjax/runtime/graph_check.py, DGJAX_GRAPH_CHECK=auto)
+# Prepared in session 19 (~8 min): the decode graph check (dgjax/runtime/graph_check.py, DGJAX_GRAPH_CHECK=auto)
 # against the slow first engine of a process: three processes of one engine each (s19d/s19e: such an engine was
 # slow 8 of 8 times), then one with the check off as the control; each prints what the check timed per decode
-# executable (reloads included), then its C1 round and direct ticks. ~8 min in all.
+# executable (reloads included), then its C1 round and direct ticks.
 BUDGET_S=${BUDGET_S:-480}
 source benchmarks/campaign_lib.sh
 for i in 1 2 3 off; do
