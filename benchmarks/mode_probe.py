@@ -101,12 +101,8 @@ def direct_ticks(be: BenchEngine, ticks: int, copies: bool = True) -> float | No
     one sync at the end: slot 0 (its KV state from the last round) on its first pages. `copies=False` skips the
     device-to-host copy the executor starts after every tick (PJRT ends each with a host callback on its
     transfer stream): whether those copies are what stalls the slow ticks."""
-    import jax
-
     from dgjax.runtime import executor as executor_module
-
-    from dgjax.runtime import sampler
-    from dgjax.runtime.executor import MAX_LOGIT_BIAS
+    from dgjax.runtime import graph_check, sampler
     from dgjax.runtime.types import SamplingParams
 
     if ticks <= 0:
@@ -120,17 +116,13 @@ def direct_ticks(be: BenchEngine, ticks: int, copies: bool = True) -> float | No
     tables[0] = np.arange(ex.max_pages_per_seq, dtype=np.int32)
     dev_slots, dev_active, dev_tables = ex.decode_layout(slot_ids, active, tables)
     layout = (dev_slots, dev_tables, dev_active)  # decode's argument order
-    st = ex.put(sampler.build_sampling_tensors([SamplingParams(temperature=0.0)], width, MAX_LOGIT_BIAS, [0]))
+    st = ex.put(sampler.build_sampling_tensors([SamplingParams(temperature=0.0)], width,
+                                               executor_module.MAX_LOGIT_BIAS, [0]))
     saved = executor_module._start_copy
     if not copies:
         executor_module._start_copy = lambda tree: None
-    try:
-        jax.block_until_ready(ex.decode(*layout, st, False))  # any re-record of the graph happens here
-        t0 = time.perf_counter()
-        for _ in range(ticks):
-            res = ex.decode(*layout, st, False)
-        jax.block_until_ready(res)
-        return 1e3 * (time.perf_counter() - t0) / ticks
+    try:  # one warm tick: any re-record of the graph happens there
+        return graph_check.time_ticks(lambda: ex.decode(*layout, st, False), warm=1, timed=ticks)
     finally:
         executor_module._start_copy = saved
 

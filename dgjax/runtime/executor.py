@@ -177,11 +177,14 @@ class Executor:
             st = self.put(sampler.build_sampling_tensors([], width, MAX_LOGIT_BIAS, []))
 
             def measure(exe, key=(width, top), layout=(slot_ids, tables, active), st=st):
-                self._decode[key] = exe
-                return graph_check.time_ticks(lambda: self.decode(*layout, st, key[1] > 0))
+                self._decode[key] = exe  # what `decode` calls; taken out again so no loser stays referenced here
+                try:
+                    return graph_check.time_ticks(lambda: self.decode(*layout, st, key[1] > 0))
+                finally:
+                    del self._decode[key]
 
             kept, result = graph_check.pick_faster(
-                self._decode[(width, top)], lambda w=width, k=top: self._compile_decode(p_abs, s_abs, w, k), measure)
+                self._decode.pop((width, top)), lambda w=width, k=top: self._compile_decode(p_abs, s_abs, w, k), measure)
             self._decode[(width, top)] = kept
             name = f"decode[B={width},top={top}]"
             report[name] = result.describe()

@@ -63,6 +63,7 @@ def pick_faster(first: Any, load: Callable[[], Any], measure: Callable[[Any], fl
     instance has always been slow, an even pair loads one more (up to `attempts`); a pair that differs ends
     the search with the faster one. A losing instance is dropped at once, so at most two are alive."""
     best, best_ms = first, measure(first)
+    del first  # `best` holds it while it leads
     times, kept = [best_ms], 0
     for _ in range(attempts - 1):
         other = load()
