@@ -6,9 +6,9 @@ BUDGET_S=${BUDGET_S:-480}
 source benchmarks/campaign_lib.sh
 for i in 1 2 3 off; do
   left=$((END - SECONDS)); [ $left -lt 40 ] && { echo "== p$i skipped"; continue; }
-  mode=auto; [ $i = off ] && mode=off
+  mode=auto; extra=""; [ $i = off ] && { mode=off; extra=--replace; }  # control: also re-place params/state
   DGJAX_GRAPH_CHECK=$mode timeout $((left < 80 ? left : 80)) python3 -m benchmarks.mode_probe --preset qwen3-30b-a3b --quantize fp8 \
-    --engines 1 --rounds 1 --direct 200 --out $OUT/rounds.jsonl > $OUT/p$i.log 2>&1
+    --engines 1 --rounds 1 --direct 200 $extra --out $OUT/rounds.jsonl > $OUT/p$i.log 2>&1
   echo "== p$i rc $? ($SECONDS s)"
   grep -E "^round|graph check" $OUT/p$i.log | sed -E "s/pid=[0-9]+ //; s/cache=\{[^}]*\} ?//" | cut -c1-300
 done

@@ -53,6 +53,9 @@ def parse_args(argv):
     p.add_argument("--direct", type=int, default=100, help="ticks of the decode executable run outside the engine")
     p.add_argument("--prealloc-gb", type=float, default=0.0,
                    help="allocate and free this many GB on the device before the first engine")
+    p.add_argument("--replace", action="store_true",
+                   help="after the last round's direct ticks, copy the decode parameters, then the device state, to "
+                        "new buffers and time direct ticks after each: whether the mode follows where they lie")
     p.add_argument("--out", default=None, help="write every round as JSON lines here")
     return p.parse_args(argv)
 
@@ -127,6 +130,23 @@ def direct_ticks(be: BenchEngine, ticks: int, copies: bool = True) -> float | No
         executor_module._start_copy = saved
 
 
+def replace_buffers(be: BenchEngine, what: str) -> None:
+    """Copy the executor's decode parameters ("params") or device state ("state") to freshly allocated buffers
+    and drop the old ones (the copies are made while the originals live, so they land at other addresses)."""
+    import jax
+    import jax.numpy as jnp
+
+    ex = be.engine._loaded.executor
+    old = ex.call_params if what == "params" else ex.state
+    new = jax.block_until_ready(jax.tree.map(lambda a: jnp.copy(a), old))
+    if what == "params":
+        ex.call_params = new
+    else:
+        ex.state = new
+    del old
+    gc.collect()
+
+
 def main(argv=None) -> list[dict]:
     args = parse_args(argv)
     rng = np.random.default_rng(0)
@@ -167,6 +187,11 @@ def main(argv=None) -> list[dict]:
                         for key, copies in (("direct_ms", True), ("direct_nocopy_ms", False), ("direct_ms_again", True)):
                             direct = direct_ticks(be, args.direct, copies)
                             row[key] = None if direct is None else round(direct, 4)
+                        if args.replace:
+                            for what in ("params", "state"):
+                                replace_buffers(be, what)
+                                direct = direct_ticks(be, args.direct, True)
+                                row[f"direct_new_{what}_ms"] = None if direct is None else round(direct, 4)
                     if args.trace and r == args.rounds - 1:
                         row["edges"] = edge_medians(be, cfg, rng, args.context)
                     rows.append(row)

@@ -20,6 +20,14 @@ def test_mode_probe_times_every_engine_and_round(tmp_path, capsys):
     assert len(printed) == 4 and "engine=1 round=1" in printed[-1]
 
 
+def test_mode_probe_replaced_buffers_still_decode(tmp_path):
+    """--replace moves the decode parameters and the device state to new buffers; the engine keeps decoding on
+    them (the originals are gone) and the ticks after each move are timed."""
+    rows = mode_probe.main(["--preset", "tiny", "--layers", "1", "--engines", "1", "--rounds", "1",
+                            "--context", "32", "--tokens", "8", "--direct", "3", "--replace"])
+    assert rows[0]["direct_new_params_ms"] > 0 and rows[0]["direct_new_state_ms"] > 0
+
+
 def test_mode_probe_layers_override_reaches_the_config(tmp_path):
     d = mode_probe.model_dir_for("tiny", 3, str(tmp_path))
     assert json.loads((tmp_path / "config.json").read_text())["num_hidden_layers"] == 3
