@@ -24,8 +24,9 @@ def test_mode_probe_replaced_buffers_still_decode(tmp_path):
     """--replace moves the decode parameters and the device state to new buffers; the engine keeps decoding on
     them (the originals are gone) and the ticks after each move are timed."""
     rows = mode_probe.main(["--preset", "tiny", "--layers", "1", "--engines", "1", "--rounds", "1",
-                            "--context", "32", "--tokens", "8", "--direct", "3", "--replace"])
+                            "--context", "32", "--tokens", "8", "--direct", "3", "--replace", "--redraws", "2"])
     assert rows[0]["direct_new_params_ms"] > 0 and rows[0]["direct_new_state_ms"] > 0
+    assert len(rows[0]["direct_redraws_ms"]) == 2 and all(t > 0 for t in rows[0]["direct_redraws_ms"])
 
 
 def test_mode_probe_layers_override_reaches_the_config(tmp_path):
