@@ -1,23 +1,20 @@
-"""Decode executables whose CUDA graph runs in the slow mode, found at startup and loaded once more
+"""A decode tick's CUDA graph found running in the slow mode at startup, moved to a fast one
 ($DGJAX_GRAPH_CHECK).
 
-Why: on the H200 a loaded decode executable runs its CUDA graph in one of two modes for its whole life:
-qwen3-30b-a3b fp8 C1 ticks of 2.65-2.70 ms or of 2.93-2.96 ms (~10%), with the same kernels. Which one is drawn
-per loaded engine, not per process or per compile (benchmarks/mode_probe.py, s19d and s19e in
-benchmarks/results/2026-12-03-s19-slow-mode-per-executable.md): with engines built one after another in a
-process, the first was slow in 8 of 8 processes and later ones fast in 10 of 16 (all four under
-CUDA_DEVICE_MAX_CONNECTIONS=32 or =1 slow), and an engine kept its mode through hundreds of ticks, in the
-engine's host loop or straight from Python, with or without the per-tick result copies: the device runs the
-graph slower. The ~0.28 ms a tick is ~0.35 µs on each of ~800 kernel edges, what s16 traced in slow runs
-(every kernel starting after its predecessor ends instead of under programmatic dependent launch); in s19 the
-slow engines ran fast under the profiler, so a trace cannot tell the modes apart here. So the check times each
-decode executable on padding rows and, where loading it again gives a faster instance, keeps that one.
+Why: on the H200 a decode tick's CUDA graph runs in one of two modes, with the same kernels: qwen3-30b-a3b fp8 C1
+ticks of 2.65-2.70 ms or of 2.93-2.96 ms (~10%; every kernel edge starts ~0.3 µs later, without programmatic
+dependent launch's early start). The first engine of a process was slow 8 of 8 times (s19d/e), and a mode held
+for hundreds of ticks. It is not a property of a loaded executable: an instance timed fast at load ran slow in
+its engine and the reverse (s19f). It does follow the buffers: moving one small parameter array to a new
+buffer (so XLA updates the tick's graph and its allocations land elsewhere) turned both slow engines of s20a
+fast on the first move, and kept the fast one fast, over 36 moves (benchmarks/results/
+2026-12-03-s20-slow-mode-redraw.md); moving every parameter and the whole state kept one slow engine slow.
+So the check times the narrowest decode tick on padding rows, moves the decode parameters' smallest array
+(`Executor.move_smallest_param`), times again, and keeps moving until a timing is within MARGIN of the best
+seen, after at least MIN_MOVES moves and once the timings show both modes (`settle`).
 
-Policy (`pick_faster`): time the loaded instance, load another and time it; keep the faster; stop once two
-instances differ by more than MARGIN (the faster one is then in the fast mode) or after ATTEMPTS instances.
-Modes: "off" (default), "auto" (on where JAX runs on a GPU), "on" (also off GPU: the tests). Off by default until
-timed on the H200: whether loading only the executable again (not the whole engine, as s19d/e did) draws a
-fresh mode is what `benchmarks/campaign_s19f.sh` checks (no device time was left in session 19).
+Modes: "off", "auto" (on where JAX runs on a GPU), "on" (also off GPU: the tests). DEFAULT says which one
+applies without $DGJAX_GRAPH_CHECK.
 """
 
 from __future__ import annotations
@@ -35,47 +32,42 @@ log = logging.getLogger("dgjax.graph_check")
 
 ENV_VAR = "DGJAX_GRAPH_CHECK"
 MODES = ("auto", "on", "off")
-ATTEMPTS = 3  # instances at most (two extra loads)
-MARGIN = 0.03  # the modes differ by ~10% on qwen3-30b-a3b fp8 C1; repeated timings of one instance by <0.5%
+MIN_MOVES = 2  # moves before stopping is allowed
+MAX_MOVES = 6
+MARGIN = 0.02  # the modes differ by ~10% on qwen3-30b-a3b fp8 C1, 3-5% on llama C4 / glm; one timing by <0.5%
+DEFAULT = "off"
 WARM_TICKS = 3
 TIMED_TICKS = 40
 
 
 def enabled(mode: str | None = None) -> bool:
-    chosen = choose_impl(mode, ENV_VAR, MODES, "decode graph check", default="off")
+    chosen = choose_impl(mode, ENV_VAR, MODES, "decode graph check", default=DEFAULT)
     return chosen == "on" or (chosen == "auto" and jax.default_backend() == "gpu")
 
 
 @dataclasses.dataclass
 class CheckResult:
-    ms_per_tick: list[float]  # every instance timed, in load order
-    kept: int  # index into ms_per_tick of the instance kept
+    ms_per_tick: list[float]  # the timing before any move, then after each move
 
     def describe(self) -> str:
         times = ", ".join(f"{t:.3f}" for t in self.ms_per_tick)
-        return f"{times} ms a tick over {len(self.ms_per_tick)} instance(s), kept #{self.kept + 1}"
+        return f"{times} ms a tick, {len(self.ms_per_tick) - 1} move(s)"
 
 
-def pick_faster(first: Any, load: Callable[[], Any], measure: Callable[[Any], float],
-                attempts: int = ATTEMPTS, margin: float = MARGIN) -> tuple[Any, CheckResult]:
-    """(the instance to keep, what was timed). `measure(instance)` -> ms a tick; `load()` -> a fresh instance.
-    Two instances within `margin` of each other are taken to share a mode, and since a process's first
-    instance has always been slow, an even pair loads one more (up to `attempts`); a pair that differs ends
-    the search with the faster one. A losing instance is dropped at once, so at most two are alive."""
-    best, best_ms = first, measure(first)
-    del first  # `best` holds it while it leads
-    times, kept = [best_ms], 0
-    for _ in range(attempts - 1):
-        other = load()
-        ms = measure(other)
-        times.append(ms)
-        differ = abs(ms - best_ms) > margin * min(ms, best_ms)
-        if ms < best_ms:
-            best, best_ms, kept = other, ms, len(times) - 1
-        del other
-        if differ:
+def settle(measure: Callable[[], float], move: Callable[[], None], min_moves: int = MIN_MOVES,
+           max_moves: int = MAX_MOVES, margin: float = MARGIN) -> CheckResult:
+    """Time (`measure()` -> ms a tick), then move and time again until at least `min_moves` moves are done, the
+    timings seen differ by more than `margin` (so the best is from the faster mode: two slow draws look as even
+    as two fast ones) and the last is within `margin` of the best; or until `max_moves` are spent (a GPU
+    without the modes pays max_moves short timings). The graph keeps the last draw: a move cannot be undone."""
+    times = [measure()]
+    for moves in range(1, max_moves + 1):
+        move()
+        times.append(measure())
+        best = min(times)
+        if moves >= min_moves and max(times) > (1 + margin) * best and times[-1] <= (1 + margin) * best:
             break
-    return best, CheckResult(times, kept)
+    return CheckResult(times)
 
 
 def time_ticks(tick: Callable[[], Any], warm: int = WARM_TICKS, timed: int = TIMED_TICKS) -> float:

@@ -1,5 +1,5 @@
-"""DGJAX_GRAPH_CHECK: at startup every decode executable is timed on padding rows and, where a freshly loaded
-instance runs faster, replaced by it; the choice follows the timings, and the check changes no token."""
+"""DGJAX_GRAPH_CHECK: at startup the narrowest decode tick is timed on padding rows and a parameter buffer moved
+until a timing is close to the best seen; the search follows the timings, and the moves change no token."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks.engine_runs import executor_of
 from dgjax.llm import LLM
-from dgjax.runtime import graph_check
+from dgjax.runtime import flat_call, graph_check
 from dgjax.runtime.types import SamplingParams
 
 from engine_harness import MODEL_DIR, small_engine_config
@@ -15,32 +15,31 @@ from engine_harness import MODEL_DIR, small_engine_config
 PROMPTS = ["The with statement", "import", "def main():"]
 
 
-class Loads:
-    """Instances named by load order, each with a fixed tick time from `times`."""
+class Draws:
+    """A tick time per draw: `times[0]` before any move, `times[n]` after the n-th move."""
 
     def __init__(self, times):
-        self.times, self.loaded = list(times), 0
+        self.times, self.moves = list(times), 0
 
-    def load(self):
-        self.loaded += 1
-        return self.loaded
+    def move(self):
+        self.moves += 1
 
-    def measure(self, instance):
-        return self.times[instance]
+    def measure(self):
+        return self.times[self.moves]
 
 
-@pytest.mark.parametrize("times, kept, timed", [
-    ([2.95, 2.68, 2.66], 1, 2),  # a slow first instance, a fast reload: done after one reload
-    ([2.68, 2.95, 2.96], 0, 2),  # the first was fast: the slower reload is dropped
-    ([2.95, 2.94, 2.67], 2, 3),  # an even pair (both slow) loads a third
-    ([2.70, 2.69, 2.70], 1, 3),  # all even: every attempt spent, the fastest kept
+@pytest.mark.parametrize("times, moves", [
+    ([2.95, 2.68, 2.67], 2),  # slow, then fast draws: stops after the minimum of two moves
+    ([2.95, 2.94, 2.95, 2.67], 3),  # three even (slow) timings prove no mode is the faster: one more
+    ([2.95, 2.67, 2.94, 2.95, 2.68], 4),  # a slow draw after a fast one: moves on until a draw is near the best
+    ([2.95, 2.67, 2.94, 2.94, 2.94, 2.94, 2.94], 6),  # never near the best again: every move spent
+    ([2.68] * 7, 6),  # one mode only (fast from the start, or a GPU without modes): every move spent
 ])
-def test_pick_faster_keeps_the_fastest_and_stops_once_two_differ(times, kept, timed):
-    loads = Loads(times)
-    best, result = graph_check.pick_faster(0, loads.load, loads.measure, attempts=3, margin=0.03)
-    assert best == kept and result.kept == kept
-    assert result.ms_per_tick == times[:timed] and loads.loaded == timed - 1
-    assert f"kept #{kept + 1}" in result.describe()
+def test_settle_moves_until_a_timing_is_near_the_best(times, moves):
+    draws = Draws(times)
+    result = graph_check.settle(draws.measure, draws.move, min_moves=2, max_moves=6, margin=0.02)
+    assert draws.moves == moves and result.ms_per_tick == times[:moves + 1]
+    assert result.describe().endswith(f"{moves} move(s)")
 
 
 def test_time_ticks_counts_only_the_timed_calls():
@@ -64,10 +63,13 @@ def _generate(monkeypatch, mode: str):
                                                                  for o in out]
 
 
-def test_the_check_times_every_decode_executable_and_changes_no_token(monkeypatch):
+def test_the_check_moves_a_parameter_keeps_flat_calls_and_changes_no_token(monkeypatch):
     report, executor, on = _generate(monkeypatch, "on")
-    assert sorted(report) == sorted(f"decode[B={w},top={k}]" for w, k in executor._decode)
-    assert all("ms a tick" in line for line in report.values())
+    (name, line), = report.items()
+    assert name == f"decode[B={min(w for w, k in executor._decode if k == 0)},top=0]" and "move(s)" in line and int(line.split(", ")[-1].split()[0]) >= 2
+    assert all(exe._fixed is executor.call_params for exe in executor._decode.values()
+               if isinstance(exe, flat_call.FlatCall))
+    assert all(exe.fallbacks == 0 for exe in executor._decode.values() if isinstance(exe, flat_call.FlatCall))
     off_report, _, off = _generate(monkeypatch, "off")
     assert off_report == {}
     assert [ids for ids, _ in on] == [ids for ids, _ in off]
@@ -75,7 +77,7 @@ def test_the_check_times_every_decode_executable_and_changes_no_token(monkeypatc
     assert flat[0] == pytest.approx(flat[1], abs=1e-6)
 
 
-def test_off_by_default_until_timed_on_the_gpu(monkeypatch):
+def test_off_by_default(monkeypatch):
     monkeypatch.delenv(graph_check.ENV_VAR, raising=False)
-    assert not graph_check.enabled()
+    assert graph_check.enabled() == (graph_check.DEFAULT == "on")
     assert graph_check.enabled("on") and not graph_check.enabled("off")
