@@ -9,7 +9,8 @@ its engine and the reverse (s19f). It does follow the buffers: moving one small 
 buffer (so XLA updates the tick's graph and its allocations land elsewhere) turned both slow engines of s20a
 fast on the first move, and kept the fast one fast, over 36 moves (benchmarks/results/
 2026-12-03-s20-slow-mode-redraw.md); moving every parameter and the whole state kept one slow engine slow.
-So the check times the narrowest decode tick on padding rows, moves the decode parameters' smallest array
+So the check times the narrowest decode tick (row 0 decoding into the trash page; all-padding ticks timed
+the same in both modes, s20b), moves the decode parameters' smallest array
 (`Executor.move_smallest_param`), times again, and keeps moving until a timing is within MARGIN of the best
 seen, after at least MIN_MOVES moves and once the timings show both modes (`settle`).
 

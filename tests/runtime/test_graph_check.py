@@ -1,4 +1,4 @@
-"""DGJAX_GRAPH_CHECK: at startup the narrowest decode tick is timed on padding rows and a parameter buffer moved
+"""DGJAX_GRAPH_CHECK: at startup the narrowest decode tick (one working row, in the trash page) is timed and a parameter buffer moved
 until a timing is close to the best seen; the search follows the timings, and the moves change no token."""
 
 from __future__ import annotations
