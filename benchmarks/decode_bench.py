@@ -277,7 +277,6 @@ def run_preset(preset: str, args, base: dict, log: Progress) -> tuple[dict, str]
                     "decode_buckets": list(plan.decode_buckets), "page_size": args.page_size,
                     "prefill_chunk": args.prefill_chunk, "startup_s": be.startup_s,
                     "compile_summary": be.compile_summary, "engine_config": dataclasses.asdict(config),
-                    "graph_check": dict(be.engine.graph_check),
                 })
                 t0 = time.perf_counter()
                 be.warmup(rng, args.timeout)

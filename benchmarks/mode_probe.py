@@ -6,7 +6,10 @@ against ~2.66 ms a step), and single-run A/Bs taken in different modes misled ea
 built anew in the same process deserializes its executables again, so XLA instantiates fresh CUDA graphs: if
 the mode changes between engines of a process, it belongs to the loaded engine, else to the process (the CUDA
 context), and the environment (e.g. CUDA_DEVICE_MAX_CONNECTIONS, CUDA_MODULE_LOADING) is what to vary across
-processes. Found (s19d, s19e): per engine; the first engine of a process was always slow.
+processes. Found (s19d, s19e): per engine; the first engine of a process was always slow. `--replace` and
+`--redraws` move the decode parameters (all, then the state; or one small array, N times) to new buffers and
+time direct ticks after each: s20a turned slow engines fast with one small move, s19f kept one slow through the
+whole copy (benchmarks/results/2026-12-03-s20-slow-mode-redraw.md).
 
 Each engine also runs its decode executable straight from Python, `--direct` ticks queued back to back with one
 sync at the end (no engine loop, the same executable, mailbox and result copies): if that is fast while the
@@ -103,13 +106,29 @@ class WaitRecorder:
         del self.engine._process
 
 
+def time_ticks(tick, warm: int, timed: int) -> float:
+    """ms a call of `tick` (which enqueues one decode tick and returns its result): `timed` calls queued back to
+    back after `warm` ones, one sync at the end."""
+    import jax
+
+    out = None
+    for _ in range(warm):
+        out = tick()
+    jax.block_until_ready(out)
+    t0 = time.perf_counter()
+    for _ in range(timed):
+        out = tick()
+    jax.block_until_ready(out)
+    return 1e3 * (time.perf_counter() - t0) / timed
+
+
 def direct_ticks(be: BenchEngine, ticks: int, copies: bool = True) -> float | None:
     """ms a tick of the engine's width-1 decode executable called `ticks` times back to back from this thread,
     one sync at the end: slot 0 (its KV state from the last round) on its first pages. `copies=False` skips the
     device-to-host copy the executor starts after every tick (PJRT ends each with a host callback on its
     transfer stream): whether those copies are what stalls the slow ticks."""
     from dgjax.runtime import executor as executor_module
-    from dgjax.runtime import graph_check, sampler
+    from dgjax.runtime import sampler
     from dgjax.runtime.types import SamplingParams
 
     if ticks <= 0:
@@ -129,7 +148,7 @@ def direct_ticks(be: BenchEngine, ticks: int, copies: bool = True) -> float | No
     if not copies:
         executor_module._start_copy = lambda tree: None
     try:  # one warm tick: any re-record of the graph happens there
-        return graph_check.time_ticks(lambda: ex.decode(*layout, st, False), warm=1, timed=ticks)
+        return time_ticks(lambda: ex.decode(*layout, st, False), warm=1, timed=ticks)
     finally:
         executor_module._start_copy = saved
 
@@ -198,8 +217,7 @@ def main(argv=None) -> list[dict]:
                            "dispatch_ms": None if dispatch_ms is None else round(dispatch_ms, 4),
                            "dispatch_host_ms": None if host_ms is None else round(host_ms, 3),
                            "wait_ms": round(1e3 * statistics.median(waits.spent), 3) if waits.spent else None,
-                           "startup_s": round(startup, 1), "cache": be.compile_summary,
-                           "graph_check": be.engine.graph_check}
+                           "startup_s": round(startup, 1), "cache": be.compile_summary}
                     if r == args.rounds - 1:
                         for key, copies in (("direct_ms", True), ("direct_nocopy_ms", False), ("direct_ms_again", True)):
                             direct = direct_ticks(be, args.direct, copies)

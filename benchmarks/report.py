@@ -196,7 +196,6 @@ def render_markdown(r: dict) -> str:
             f"prefix cache off; load + compile {e['startup_s']:.1f} s ({e['compile_summary']}); "
             f"serves decode {e['decode_cases']} and prefill {e['prefill_cases']}"
         )
-        lines += [f"  - graph check, {name}: {what}" for name, what in (e.get("graph_check") or {}).items()]
     lines += ["", "## Decode (steady window: every stream decoding, no prefill in flight)", ""]
     lines += _decode_table(r["decode"])
     prints = [f"{d['context']} x {d['concurrency']}: `{d['greedy_sha1']}`" for d in r["decode"] if d.get("greedy_sha1")]

@@ -73,7 +73,6 @@ class Engine:
         self._inflight: list[_Inflight] = []
         self._st_cache: tuple[int, tuple, object] | None = None  # (width, sequences, device tensors)
         self.compile_summary: dict[str, int] = {}
-        self.graph_check: dict[str, str] = {}  # decode executable -> its startup timing (runtime/graph_check.py)
         self.cache_dir = compile_cache.enable(self.config.compilation_cache_dir)
         self.model_config: ModelConfig = ModelConfig.from_dir(model_dir)
         from dgjax.text.tokenizer import Tokenizer
@@ -93,7 +92,6 @@ class Engine:
         self._loaded = load_model(self.model_dir, self.model_config, self.config, self.max_model_len)
         ex = self._loaded.executor
         self.compile_summary = ex.compile_all(progress)
-        self.graph_check = ex.check_decode_graphs(progress)
         self.scheduler = Scheduler(self._loaded.pool, ex.num_slots, ex.prefill_chunk_size)
 
     def start(self, progress: Callable[[str], None] | None = None) -> None:

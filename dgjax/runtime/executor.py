@@ -22,7 +22,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dgjax.pallas import pdl
-from dgjax.runtime import (compile_cache, flat_call, graph_check, graph_scheduling, param_packing, sampler,
+from dgjax.runtime import (compile_cache, flat_call, graph_scheduling, param_packing, sampler,
                            stable_buffers, steps)
 from dgjax.runtime.device_state import DeviceState
 from dgjax.runtime.types import MAX_TOP_LOGPROBS
@@ -159,43 +159,6 @@ class Executor:
             sum(isinstance(e, flat_call.FlatCall) for e in decode_exes), len(decode_exes),
         )
         return summary
-
-    def check_decode_graphs(self, progress: Callable[[str], None] | None = None) -> dict[str, str]:
-        """Time the narrowest decode tick (one working row) and move a parameter buffer until its CUDA graph runs
-        in the fast mode (dgjax/runtime/graph_check.py). Returns what was timed; {} where the check is off
-        ($DGJAX_GRAPH_CHECK) or no decode executable is loaded."""
-        keys = sorted(k for k in self._decode if k[1] == 0)
-        if not graph_check.enabled() or not keys:
-            return {}
-        width, top = keys[0]
-        if progress:
-            progress(f"timing the decode graph of width {width}")
-        # Row 0 decodes for slot 0 into the trash page (page 0): all-padding ticks timed ~2.85 ms in fast and slow
-        # engines alike (s20b), a working row shows the mode. No request holds a slot yet; the one that takes
-        # slot 0 resets it (its prefill sets the position, init_slot the counts).
-        slots, active = np.full((width,), self.pad_slot, np.int32), np.zeros((width,), np.bool_)
-        slots[0], active[0] = 0, True
-        slot_ids, active, tables = self.decode_layout(slots, active, np.zeros((width, self.max_pages_per_seq),
-                                                                                np.int32))
-        st = self.put(sampler.build_sampling_tensors([], width, MAX_LOGIT_BIAS, []))
-        result = graph_check.settle(lambda: graph_check.time_ticks(lambda: self.decode(slot_ids, tables, active, st,
-                                                                                        False)),
-                                    self.move_smallest_param)
-        name = f"decode[B={width},top={top}]"
-        log.info("%s graph check: %s", name, result.describe())
-        return {name: result.describe()}
-
-    def move_smallest_param(self) -> None:
-        """Copy the decode parameters' smallest array to a new buffer, drop the old one and rebind the decode
-        executables to the new parameters: the cheapest change of where a tick's buffers lie (graph_check.py)."""
-        leaves, treedef = jax.tree.flatten(self.call_params)
-        i = min(range(len(leaves)), key=lambda j: leaves[j].size)
-        leaves[i] = jnp.copy(leaves[i]).block_until_ready()
-        self.call_params = jax.tree.unflatten(treedef, leaves)
-        for table in (self._decode, self._decode_forward):
-            for key, exe in table.items():
-                if isinstance(exe, flat_call.FlatCall):
-                    table[key] = flat_call.bind(exe.compiled, self.call_params)
 
     def _compile_decode(self, p_abs, s_abs, width: int, num_top: int):
         fn = param_packing.taking_packed(steps.bind(steps.decode_tick, family=self.family, cfg=self.cfg,
