@@ -185,6 +185,28 @@ def move_smallest_param(be: BenchEngine) -> None:
     ex.call_params = jax.tree.unflatten(treedef, leaves)
 
 
+def last_round_probes(be: BenchEngine, args) -> dict:
+    """The direct-tick timings taken after an engine's last round, in order: with and without the result copies,
+    then (--replace) after the parameters and after the state move, then (--redraws) after each small move."""
+    def timed(copies: bool = True):
+        ms = direct_ticks(be, args.direct, copies)
+        return None if ms is None else round(ms, 4)
+
+    out = {key: timed(copies) for key, copies in
+           (("direct_ms", True), ("direct_nocopy_ms", False), ("direct_ms_again", True))}
+    if args.replace:
+        for what in ("params", "state"):
+            replace_buffers(be, what)
+            out[f"direct_new_{what}_ms"] = timed()
+    if args.redraws:
+        redraws = []
+        for _ in range(args.redraws):
+            move_smallest_param(be)
+            redraws.append(timed())
+        out["direct_redraws_ms"] = redraws
+    return out
+
+
 def main(argv=None) -> list[dict]:
     args = parse_args(argv)
     rng = np.random.default_rng(0)
@@ -221,21 +243,7 @@ def main(argv=None) -> list[dict]:
                            "wait_ms": round(1e3 * statistics.median(waits.spent), 3) if waits.spent else None,
                            "startup_s": round(startup, 1), "cache": be.compile_summary}
                     if r == args.rounds - 1:
-                        for key, copies in (("direct_ms", True), ("direct_nocopy_ms", False), ("direct_ms_again", True)):
-                            direct = direct_ticks(be, args.direct, copies)
-                            row[key] = None if direct is None else round(direct, 4)
-                        if args.replace:
-                            for what in ("params", "state"):
-                                replace_buffers(be, what)
-                                direct = direct_ticks(be, args.direct, True)
-                                row[f"direct_new_{what}_ms"] = None if direct is None else round(direct, 4)
-                    if args.redraws and r == args.rounds - 1:
-                        redraws = []
-                        for _ in range(args.redraws):
-                            move_smallest_param(be)
-                            direct = direct_ticks(be, args.direct, True)
-                            redraws.append(None if direct is None else round(direct, 4))
-                        row["direct_redraws_ms"] = redraws
+                        row.update(last_round_probes(be, args))
                     if args.trace and r == args.rounds - 1:
                         row["edges"] = edge_medians(be, cfg, rng, args.context)
                     rows.append(row)

@@ -22,8 +22,8 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dgjax.pallas import pdl
-from dgjax.runtime import (compile_cache, flat_call, graph_scheduling, param_packing, sampler,
-                           stable_buffers, steps)
+from dgjax.runtime import (compile_cache, flat_call, graph_scheduling, param_packing, sampler, stable_buffers,
+                           steps)
 from dgjax.runtime.device_state import DeviceState
 from dgjax.runtime.types import MAX_TOP_LOGPROBS
 
