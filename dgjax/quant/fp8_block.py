@@ -70,23 +70,34 @@ def dequantize(values: jax.Array, scale: jax.Array, block: tuple[int, int] = DEF
 
 
 ACT_MAX_EXP = 7  # rounded activations: each group's largest |value| scaled into [2**7, 2**8), under e4m3's 448
+ACT_RESIDUAL_EXP = 5  # a8x2: the residual, at most half an e4m3 step (<= 2**3 at the top), times 2**5 (<= 2**8)
 
 
-def round_activations(x: jax.Array, group: int) -> jax.Array:
+def round_activations(x: jax.Array, group: int, terms: int = 1) -> jax.Array:
     """x [rows, K] with each row's consecutive `group` inputs rounded as e4m3 after a power-of-two scale
-    (then scaled back, in x's dtype): the activation side of the fp8 x fp8 decode dot (DGJAX_FP8_DOT=a8),
-    written independently of the kernel for its reference. The scale 2**s puts the group's largest |value|
-    in [2**7, 2**8) (s from its float32 exponent field, held to [-126, 126]), so only e4m3's rounding (at
-    most 2**-4 of a value, round-to-nearest-even) and its subnormals (values ~2**13 below the largest)
-    change anything; zero groups stay zero."""
+    (then scaled back): the activation side of the fp8 x fp8 decode dot (DGJAX_FP8_DOT=a8 / a8x2), written
+    independently of the kernel for its reference. The scale 2**s puts the group's largest |value| in
+    [2**7, 2**8) (s from its float32 exponent field, held to [-126, 126]), so only e4m3's rounding (at most
+    2**-4 of a value, round-to-nearest-even) and its subnormals (values ~2**13 below the largest) change
+    anything; zero groups stay zero. terms=1 returns x's dtype (e4m3 values are bf16/f16 values).
+    terms=2 (a8x2) also rounds the residual (scaled value - its e4m3), times 2**ACT_RESIDUAL_EXP, to e4m3
+    and returns float32 (e4m3 + residual / 2**ACT_RESIDUAL_EXP) * 2**s: about 8 significant bits, a bf16
+    value's own precision."""
+    if terms not in (1, 2):
+        raise ValueError(f"terms must be 1 or 2, got {terms}")
     rows, k = x.shape
     xf = x.astype(jnp.float32).reshape(rows, k // group, group)
     amax = jnp.max(jnp.abs(xf), axis=-1, keepdims=True)
     exponent = (jax.lax.bitcast_convert_type(amax, jnp.int32) >> 23) & 0xFF
     shift = jnp.clip(exponent - 127 - ACT_MAX_EXP, -126, 126)
     scale = jax.lax.bitcast_convert_type((shift + 127) << 23, jnp.float32)  # 2**shift, exactly
-    rounded = (xf / scale).astype(jnp.float8_e4m3fn).astype(jnp.float32) * scale
-    return rounded.reshape(rows, k).astype(x.dtype)
+    scaled = xf / scale
+    rounded = scaled.astype(jnp.float8_e4m3fn).astype(jnp.float32)
+    if terms == 1:
+        return (rounded * scale).reshape(rows, k).astype(x.dtype)
+    up = jnp.float32(2.0 ** ACT_RESIDUAL_EXP)
+    residual = ((scaled - rounded) * up).astype(jnp.float8_e4m3fn).astype(jnp.float32) / up
+    return ((rounded + residual) * scale).reshape(rows, k)
 
 
 @struct.dataclass

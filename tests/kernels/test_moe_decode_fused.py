@@ -32,6 +32,7 @@ def _weights(fmt: str, dtype, rng, unrouted):
     (3, 2, jnp.bfloat16, "fp8", "x"),
     (2, 3, jnp.bfloat16, "fp8", "swap"),
     (2, 4, jnp.bfloat16, "fp8", "a8"),  # x and h rounded per 16-wide K step (the reference rounds alike)
+    (2, 4, jnp.bfloat16, "fp8", "a8x2"),  # ... as two e4m3 terms
     (5, 2, jnp.float32, "int8", "f16"),
 ])
 def test_fused_kernel_matches_reference(tokens, top_k, dtype, fmt, dot, set_fp8_dot):
@@ -48,7 +49,7 @@ def test_fused_kernel_matches_reference(tokens, top_k, dtype, fmt, dot, set_fp8_
     assert fused.supports(tokens, *weights_in, "silu")
     bf, bn, bk = fused.launch_for(g, d)
     assert (bf, bn, bk) == ((16, 64, 16) if fmt == "fp8" else (32, 64, 64))
-    a8 = dict(a8_groups=(bk, bf)) if dot == "a8" else {}
+    a8 = dict(a8_groups=(bk, bf), a8_terms=2 if dot == "a8x2" else 1) if dot.startswith("a8") else {}
     _check(fused.moe_decode(*args, *weights_in, interpret=True), ref.moe_decode(*args, *weights_in, **a8), dtype)
     parts = fused.expert_partials(*args, *weights_in, interpret=True)
     assert parts.shape == (g.n // bf, tokens * top_k, tokens, H)

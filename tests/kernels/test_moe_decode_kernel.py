@@ -216,13 +216,13 @@ def test_down_splits_default_by_length_and_the_switch_keeps_two_steps_a_split(mo
 
 
 @pytest.mark.parametrize("dot,wide", [("x", "off"), ("f16", "off"), ("f16", "on"), ("swap", "on"), ("a8", "on"),
-                                      ("fma", "on")])
+                                      ("a8x2", "on"), ("fma", "on")])
 def test_fp8_small_batch_launch_matches_the_reference(dot, wide, set_fp8_dot, monkeypatch):
     """The 1-2 token fp8 launches against ref.py on 128 x 128 scale blocks, interpreted: FP8_SMALL_BATCH
     (gate/up split in 2, each split 3 K steps under a 2-step unroll: a remainder) and the wide-tile rule
     (128 columns, gate/up split in 2); with the dot in x's dtype, in float16, and in float16 with the weight
-    tile first (accumulators [bn, 16], turned at the end); a8: against the reference on x and h rounded per
-    128-wide K step as its fp8 x fp8 dot rounds them."""
+    tile first (accumulators [bn, 16], turned at the end); a8 / a8x2: against the reference on x and h rounded
+    per 128-wide K step as its fp8 x fp8 dot rounds them (one or two e4m3 terms)."""
     set_fp8_dot(dot)
     monkeypatch.setenv(kernel.FP8_WIDE_ENV_VAR, wide)
     e, h, f, top_k = 4, 768, 384, 2
@@ -238,7 +238,7 @@ def test_fp8_small_batch_launch_matches_the_reference(dot, wide, set_fp8_dot, mo
     weights = np.array([[0.7, 0.3], [0.0, 0.0]], np.float32)
     x = jnp.asarray(rng.standard_normal((2, h)), jnp.bfloat16)
     args = (x, jnp.asarray(ids), jnp.asarray(weights), gate, up, down)
-    a8 = dict(a8_groups=(128, 128)) if dot == "a8" else {}
+    a8 = dict(a8_groups=(128, 128), a8_terms=2 if dot == "a8x2" else 1) if dot.startswith("a8") else {}
     _check(kernel.moe_decode(*args, interpret=True), ref.moe_decode(*args, **a8), jnp.bfloat16)
 
 

@@ -357,6 +357,29 @@ def test_fp8_a8_dot_matches_the_reference_on_rounded_rows(magnitude, set_fp8_dot
         assert np.abs(got[r] - exact[r]).max() >= 8e-3 * scale
 
 
+@pytest.mark.parametrize("magnitude", [1e-30, 1.0, 1e30])
+def test_fp8_a8x2_dot_matches_the_two_term_reference_and_is_near_exact(magnitude, set_fp8_dot):
+    """DGJAX_FP8_DOT=a8x2: x as two e4m3 terms (value and rounded residual), two fp8 x fp8 dots on each weight
+    tile: equal to the reference on x rounded the same way (`round_activations(..., terms=2)`), and within
+    2e-3 of the largest output of the exact product, where one term (a8) is measurably further off."""
+    rng = np.random.default_rng(6)
+    node, _ = _encode("fp8", _rows(rng))
+    x = (magnitude * rng.standard_normal((3, K))).astype(np.float32)
+    x[1] *= 1e-4
+    x = jnp.asarray(x, jnp.bfloat16)
+    set_fp8_dot("a8x2")
+    got = np.asarray(kernel.quant_gemv(x, node, launch=L(32, 64), interpret=True), np.float32)
+    set_fp8_dot("a8")
+    one = np.asarray(kernel.quant_gemv(x, node, launch=L(32, 64), interpret=True), np.float32)
+    want = np.asarray(ref.quant_gemv(x, node, a8_group=64, a8_terms=2), np.float32)
+    exact = np.asarray(ref.quant_gemv(x, node), np.float32)
+    for r in range(3):
+        scale = np.abs(exact[r]).max()
+        assert np.abs(got[r] - want[r]).max() <= 8e-3 * scale  # the bf16 output's rounding
+        assert np.abs(got[r] - exact[r]).max() <= 8e-3 * scale
+        assert np.abs(one[r] - exact[r]).max() >= 2 * np.abs(got[r] - exact[r]).max()
+
+
 @pytest.mark.parametrize("rows", [1, 2, tiles.FMA_MAX_ROWS, tiles.FMA_MAX_ROWS + 1])
 def test_fp8_fma_products_match_the_reference(rows, set_fp8_dot):
     """DGJAX_FP8_DOT=fma: up to FMA_MAX_ROWS real rows are multiplied on the CUDA cores (each row picked out of

@@ -11,7 +11,9 @@ An expert-stacked weight stands for [E, K, N] (K contracted). Formats and the ti
   paired conversion per two values, not two per value) and x's rows are scaled into f16 range (`f16_rows`);
   DGJAX_FP8_DOT=x keeps the dot in x's dtype; DGJAX_FP8_DOT=swap is f16 with the operands swapped (`swapped`);
   DGJAX_FP8_DOT=a8 quantizes x's rows to e4m3 per K step (`e4m3_rows`) and multiplies two fp8 tiles on the
-  fp8 tensor cores (`fp8_mma`): no conversion of the weight tile at all, x rounded to 3 mantissa bits.
+  fp8 tensor cores (`fp8_mma`): no conversion of the weight tile at all, x rounded to 3 mantissa bits;
+  DGJAX_FP8_DOT=a8x2 adds the e4m3-rounded residual of x as a second fp8 dot on the same weight tile
+  (`e4m3_two_term_rows`): x kept to about bf16's precision, still no conversion.
 - "nvfp4", "mxfp4", "int4" (packed nibbles [E, N, K/2], element 2i in the low nibble of byte i): a
   [BN, BK/2] byte tile; low and high nibbles are decoded separately and multiplied with the even and odd
   columns of x (two dots), so the nibbles never need re-interleaving. Their per-group scales (16 / 32 /
@@ -236,7 +238,10 @@ def row_tiles(tile, op: Operand, tokens: int | None = None) -> tuple:
         return fma_rows(tile, tokens)
     if not _scaled_rows_dot(op, tile.dtype):
         return (tile,)
-    return e4m3_rows(tile) if fp8_dot() == "a8" else f16_rows(tile)
+    mode = fp8_dot()
+    if mode in E4M3_DOTS:
+        return e4m3_rows(tile) if mode == "a8" else e4m3_two_term_rows(tile)
+    return f16_rows(tile)
 
 
 def store_rows(o_ref, value, tokens: int):
@@ -295,28 +300,32 @@ def _zero_points(z_ref, op: Operand, expert, n0, k0, bn: int, bk: int, cols: int
 
 F16_ROW_MAX_EXP = 14  # rows are scaled so their largest |value| lies in [2**14, 2**15) (f16 max 65504)
 E4M3_ROW_MAX_EXP = 7  # ... and for the a8 dot in [2**7, 2**8) (e4m3 max 448)
-FP8_DOTS = ("x", "f16", "swap", "a8", "fma")
+E4M3_RESIDUAL_EXP = 5  # a8x2: each row's residual times 2**5 before its own e4m3 rounding (at most 2**8)
+FP8_DOTS = ("x", "f16", "swap", "a8", "a8x2", "fma")
+E4M3_DOTS = ("a8", "a8x2")  # both dot operands e4m3 (Hopper's fp8 wgmma through fp8_mma)
 FP8_DOT_ENV = "DGJAX_FP8_DOT"
 
 
 def fp8_dot() -> str:
     """The tensor-core dot of fp8 tiles with bf16/f16 x (read at trace time from $DGJAX_FP8_DOT):
     "f16" (default) in float16 through `f16_rows`; "x" in x's dtype; "swap": f16, weight tile first; "a8": x
-    rounded to e4m3 per row and K step (`e4m3_rows`), an fp8 x fp8 dot, weight tile first (`swapped`). The f16
+    rounded to e4m3 per row and K step (`e4m3_rows`), an fp8 x fp8 dot, weight tile first (`swapped`); "a8x2":
+    a8 plus the rounded residual of x as a second fp8 dot (`e4m3_two_term_rows`). The f16
     loop (Triton 3.9, sm_90) has 112 instead of 192 conversions per iteration; on the H200
     (benchmarks/results/2026-12-01-s6a-*) it took qwen3-30b-a3b fp8 C1 from 297.3 to 302.9 tok/s and
     glm-4.5-air fp8 from 130.0 to 138.3. "fma" (A/B only): at most FMA_MAX_ROWS real rows, the tile converted to
     float32 and multiplied on the CUDA cores (`fma_rows`; more rows take the f16 dot); it lost on the H200
     (benchmarks/results/2026-12-03-s17b-*): qwen3-30b-a3b fp8 C1 283.0 vs 367.3 tok/s, every swept stage slower."""
     choice = choose_impl(None, FP8_DOT_ENV, FP8_DOTS, "fp8 dot", default="f16")
-    if choice == "a8":
+    if choice in E4M3_DOTS:
         fp8_mma.install()
     return choice
 
 
 def _scaled_rows_dot(op: Operand, x_dtype) -> bool:
     """Whether fp8 tiles meet rescaled x rows (f16, or e4m3 for "a8") rather than x itself."""
-    return op.fmt == "fp8" and jnp.dtype(x_dtype) != jnp.float32 and fp8_dot() in ("f16", "swap", "a8", "fma")
+    return (op.fmt == "fp8" and jnp.dtype(x_dtype) != jnp.float32
+            and fp8_dot() in ("f16", "swap", "fma") + E4M3_DOTS)
 
 
 def swapped(op: Operand, x_dtype) -> bool:
@@ -330,7 +339,7 @@ def swapped(op: Operand, x_dtype) -> bool:
     fp8 C1 319.3 vs 355.9 tok/s (device 3.20 vs 2.90 ms per tick), every swept fp8 launch slower (its
     weight tile reaches registers 2 bytes per shared-memory load), so the tensor-core instruction was not
     what bounds the fp8 tiles. It stays for A/B."""
-    return _scaled_rows_dot(op, x_dtype) and fp8_dot() in ("swap", "a8")
+    return _scaled_rows_dot(op, x_dtype) and fp8_dot() in ("swap",) + E4M3_DOTS
 
 
 def acc_zeros(op: Operand, x_dtype, bn: int):
@@ -378,6 +387,21 @@ def e4m3_rows(x):
     checkpoints with."""
     xf, up, down = _pow2_rows(x, E4M3_ROW_MAX_EXP)
     return (xf * down[:, None]).astype(jnp.float8_e4m3fn), up
+
+
+def e4m3_two_term_rows(x):
+    """`e4m3_rows`' pair plus the residual's e4m3 rows: (hi, scales, lo), x ~ (hi + lo * 2**-5) * scale.
+
+    For DGJAX_FP8_DOT=a8x2. Why: a8's one e4m3 term keeps 4 significant bits of x (~3% error on the
+    largest output of a GEMV, s12e); the residual (scaled row - hi, at most half an e4m3 step) times 2**5
+    rounded to e4m3 again keeps about 4 more, roughly a bf16 value's own 8. Both terms multiply the same
+    weight tile on the fp8 tensor cores, so the weight still needs no conversion; x's extra tile is made
+    once per K step, the second dot is small next to the tile's load at 1-16 rows."""
+    xf, up, down = _pow2_rows(x, E4M3_ROW_MAX_EXP)
+    scaled = xf * down[:, None]
+    hi = scaled.astype(jnp.float8_e4m3fn)
+    lo = ((scaled - hi.astype(jnp.float32)) * (2.0 ** E4M3_RESIDUAL_EXP)).astype(jnp.float8_e4m3fn)
+    return hi, up, lo
 
 
 FP8_SCALE_ENV = "DGJAX_FP8_SCALE"
@@ -465,9 +489,12 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int, sca
             return out * _cols(scale, 1)
         if len(xs) == 1:
             return plgpu.dot(xs[0], raw.astype(dtype), trans_b=True) * _cols(scale, 1)
-        x16, row_scale = xs  # the float16 dot's rows (x_tiles); e4m3 rows under a8
-        if fp8_dot() == "a8":  # both e4m3: wgmma e4m3 (fp8_mma), [bn, 16]
-            return plgpu.dot(raw, x16, trans_b=True) * _cols(scale, 0) * row_scale[None, :]
+        x16, row_scale = xs[:2]  # the float16 dot's rows (x_tiles); e4m3 rows under a8 / a8x2
+        if fp8_dot() in E4M3_DOTS:  # both e4m3: wgmma e4m3 (fp8_mma), [bn, 16]
+            out = plgpu.dot(raw, x16, trans_b=True)
+            if len(xs) == 3:  # a8x2: the residual rows' dot on the same tile
+                out = out + plgpu.dot(raw, xs[2], trans_b=True) * (2.0 ** -E4M3_RESIDUAL_EXP)
+            return out * _cols(scale, 0) * row_scale[None, :]
         if fp8_dot() == "swap":  # [bn, 16]: see `swapped`
             out = plgpu.dot(raw.astype(jnp.float16), x16, trans_b=True)
             return out * _cols(scale, 0) * row_scale[None, :]
