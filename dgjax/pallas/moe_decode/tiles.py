@@ -12,7 +12,7 @@ An expert-stacked weight stands for [E, K, N] (K contracted). Formats and the ti
   DGJAX_FP8_DOT=x keeps the dot in x's dtype; DGJAX_FP8_DOT=swap is f16 with the operands swapped (`swapped`);
   DGJAX_FP8_DOT=a8 quantizes x's rows to e4m3 per K step (`e4m3_rows`) and multiplies two fp8 tiles on the
   fp8 tensor cores (`fp8_mma`): no conversion of the weight tile at all, x rounded to 3 mantissa bits;
-  DGJAX_FP8_DOT=a8x2 adds the e4m3-rounded residual of x as a second fp8 dot on the same weight tile
+  DGJAX_FP8_DOT=a8x2 adds the e4m3-rounded residual of x as 16 more rows of the same fp8 dot
   (`e4m3_two_term_rows`): x kept to about bf16's precision, still no conversion.
 - "nvfp4", "mxfp4", "int4" (packed nibbles [E, N, K/2], element 2i in the low nibble of byte i): a
   [BN, BK/2] byte tile; low and high nibbles are decoded separately and multiplied with the even and odd
@@ -310,7 +310,7 @@ def fp8_dot() -> str:
     """The tensor-core dot of fp8 tiles with bf16/f16 x (read at trace time from $DGJAX_FP8_DOT):
     "f16" (default) in float16 through `f16_rows`; "x" in x's dtype; "swap": f16, weight tile first; "a8": x
     rounded to e4m3 per row and K step (`e4m3_rows`), an fp8 x fp8 dot, weight tile first (`swapped`); "a8x2":
-    a8 plus the rounded residual of x as a second fp8 dot (`e4m3_two_term_rows`). The f16
+    a8 plus the rounded residual of x as 16 more rows of the same dot (`e4m3_two_term_rows`). The f16
     loop (Triton 3.9, sm_90) has 112 instead of 192 conversions per iteration; on the H200
     (benchmarks/results/2026-12-01-s6a-*) it took qwen3-30b-a3b fp8 C1 from 297.3 to 302.9 tok/s and
     glm-4.5-air fp8 from 130.0 to 138.3. "fma" (A/B only): at most FMA_MAX_ROWS real rows, the tile converted to
@@ -342,13 +342,24 @@ def swapped(op: Operand, x_dtype) -> bool:
     return _scaled_rows_dot(op, x_dtype) and fp8_dot() in ("swap",) + E4M3_DOTS
 
 
+def two_terms(op: Operand, x_dtype) -> bool:
+    """Whether x rows meet the tile as `e4m3_two_term_rows` (DGJAX_FP8_DOT=a8x2): 32 dot columns, not 16."""
+    return _scaled_rows_dot(op, x_dtype) and fp8_dot() == "a8x2"
+
+
 def acc_zeros(op: Operand, x_dtype, bn: int):
-    """float32 zeros in `tile_dot`'s result orientation: [16, bn], or [bn, 16] when `swapped`."""
-    return jnp.zeros((bn, MIN_DOT) if swapped(op, x_dtype) else (MIN_DOT, bn), jnp.float32)
+    """float32 zeros in `tile_dot`'s result orientation: [16, bn], or [bn, 16] when `swapped` ([bn, 32] under
+    a8x2: each row's two terms side by side)."""
+    if not swapped(op, x_dtype):
+        return jnp.zeros((MIN_DOT, bn), jnp.float32)
+    return jnp.zeros((bn, 2 * MIN_DOT if two_terms(op, x_dtype) else MIN_DOT), jnp.float32)
 
 
 def acc_rows(op: Operand, x_dtype, acc):
-    """An accumulator of `tile_dot` results as [16, bn] rows (transposed once if `swapped`)."""
+    """An accumulator of `tile_dot` results as [16, bn] rows (transposed once if `swapped`; under a8x2 each
+    row's two columns summed first)."""
+    if two_terms(op, x_dtype):
+        acc = jnp.sum(acc.reshape(acc.shape[0], MIN_DOT, 2), axis=2)
     return acc.T if swapped(op, x_dtype) else acc
 
 
@@ -390,18 +401,23 @@ def e4m3_rows(x):
 
 
 def e4m3_two_term_rows(x):
-    """`e4m3_rows`' pair plus the residual's e4m3 rows: (hi, scales, lo), x ~ (hi + lo * 2**-5) * scale.
+    """A [16, cols] tile as [32, cols] e4m3 rows and float32 [32] scales: row 2i is `e4m3_rows`' row i, row
+    2i + 1 its residual (scaled row - that e4m3 row, at most half an e4m3 step) times 2**5 rounded to e4m3,
+    its scale 2**-5 of row 2i's; so x_i ~ row 2i * scale 2i + row 2i+1 * scale 2i+1 (`acc_rows` adds the two
+    columns of the product).
 
-    For DGJAX_FP8_DOT=a8x2. Why: a8's one e4m3 term keeps 4 significant bits of x (~3% error on the
-    largest output of a GEMV, s12e); the residual (scaled row - hi, at most half an e4m3 step) times 2**5
-    rounded to e4m3 again keeps about 4 more, roughly a bf16 value's own 8. Both terms multiply the same
-    weight tile on the fp8 tensor cores, so the weight still needs no conversion; x's extra tile is made
-    once per K step, the second dot is small next to the tile's load at 1-16 rows."""
+    For DGJAX_FP8_DOT=a8x2. Why: a8's one e4m3 term keeps 4 significant bits of x (~3% error on the largest
+    output of a GEMV, s12e); the second keeps about 4 more, roughly a bf16 value's own 8. Both terms are
+    columns of the same fp8 x fp8 dot (N = 32 instead of 16, one tensor-core instruction either way), so the
+    weight tile still needs no conversion and each K step issues one dot."""
     xf, up, down = _pow2_rows(x, E4M3_ROW_MAX_EXP)
     scaled = xf * down[:, None]
-    hi = scaled.astype(jnp.float8_e4m3fn)
-    lo = ((scaled - hi.astype(jnp.float32)) * (2.0 ** E4M3_RESIDUAL_EXP)).astype(jnp.float8_e4m3fn)
-    return hi, up, lo
+    hi = scaled.astype(jnp.float8_e4m3fn).astype(jnp.float32)
+    lo = (scaled - hi) * (2.0 ** E4M3_RESIDUAL_EXP)
+    rows, cols = x.shape
+    pairs = jnp.transpose(jnp.stack([hi, lo], axis=-1), (0, 2, 1))  # [rows, 2, cols]: hi_i, lo_i
+    scales = jnp.stack([up, up * (2.0 ** -E4M3_RESIDUAL_EXP)], axis=-1)  # [rows, 2]
+    return pairs.reshape(2 * rows, cols).astype(jnp.float8_e4m3fn), scales.reshape(2 * rows)
 
 
 FP8_SCALE_ENV = "DGJAX_FP8_SCALE"
@@ -489,12 +505,9 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int, sca
             return out * _cols(scale, 1)
         if len(xs) == 1:
             return plgpu.dot(xs[0], raw.astype(dtype), trans_b=True) * _cols(scale, 1)
-        x16, row_scale = xs[:2]  # the float16 dot's rows (x_tiles); e4m3 rows under a8 / a8x2
-        if fp8_dot() in E4M3_DOTS:  # both e4m3: wgmma e4m3 (fp8_mma), [bn, 16]
-            out = plgpu.dot(raw, x16, trans_b=True)
-            if len(xs) == 3:  # a8x2: the residual rows' dot on the same tile
-                out = out + plgpu.dot(raw, xs[2], trans_b=True) * (2.0 ** -E4M3_RESIDUAL_EXP)
-            return out * _cols(scale, 0) * row_scale[None, :]
+        x16, row_scale = xs  # the float16 dot's rows (x_tiles); e4m3 rows under a8 (a8x2: 32 of them)
+        if fp8_dot() in E4M3_DOTS:  # both e4m3: wgmma e4m3 (fp8_mma), [bn, 16] ([bn, 32] under a8x2)
+            return plgpu.dot(raw, x16, trans_b=True) * _cols(scale, 0) * row_scale[None, :]
         if fp8_dot() == "swap":  # [bn, 16]: see `swapped`
             out = plgpu.dot(raw.astype(jnp.float16), x16, trans_b=True)
             return out * _cols(scale, 0) * row_scale[None, :]
