@@ -12,5 +12,5 @@ for arm in "f16 bfloat16" "x float16" "a8 bfloat16" "f16 bfloat16" "x float16"; 
   left=$((END - SECONDS)); [ $left -lt 40 ] && { echo "== $1 $2 skipped"; continue; }
   DGJAX_FP8_DOT=$1 timeout $((left < 130 ? left : 130)) python3 -m benchmarks.quant_gemv_check $S --x-dtype $2 \
     > $OUT/gemv_$1_$2_$SECONDS.log 2>&1
-  echo "== $1 $2 rc $? ($SECONDS s)"; grep -E "^\| (qwen3_|qkv|o) " $OUT/gemv_$1_$2_*.log | tail -8 | cut -d'|' -f2-8,12
+  echo "== $1 $2 rc $? ($SECONDS s)"; grep -hE "^\| (qwen3_|qkv|o) " $OUT/gemv_$1_$2_*.log | tail -8 | cut -d'|' -f2-8,12
 done
