@@ -6,7 +6,7 @@
 # a8 on bf16 rows; qwen3-30b-a3b's and llama-3.1-8b's q/k/v and o at 1 and 2 rows, HBM-cold (distinct weights).
 BUDGET_S=${BUDGET_S:-420}
 source benchmarks/campaign_lib.sh
-S="--shapes qwen3_qkv qwen3_o qkv o --formats fp8 --rows 1 2 --budget-s 100"
+S=${S:-"--shapes qwen3_qkv qwen3_o qkv o --formats fp8 --rows 1 2 --budget-s 100"}
 for arm in "f16 bfloat16" "x float16" "a8 bfloat16" "f16 bfloat16" "x float16"; do
   set -- $arm
   left=$((END - SECONDS)); [ $left -lt 40 ] && { echo "== $1 $2 skipped"; continue; }
