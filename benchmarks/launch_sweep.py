@@ -15,6 +15,11 @@ measured in the same run; the summary (best launch per case and stage against th
 
     python3 -m benchmarks.launch_sweep --out $OUT          # GPU
     python -m benchmarks.launch_sweep --smoke              # CPU: tiny shapes, kernels interpreted, no timing
+
+`--default-only` times each case's default launch alone; `--x-dtype float16` feeds the dense cases float16
+rows, which under DGJAX_FP8_DOT=x meet the fp8 tile as they are (the default f16 dot's paired weight
+conversion without its per-step rescaling of x): against the default on bfloat16 rows, the price of the x work
+every program repeats in every K step (session 21).
 """
 
 from __future__ import annotations
@@ -194,7 +199,7 @@ def _fused_dequant_dot(x, node):
 
 
 def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float, t0: float,
-                launch_set: str = "basic") -> list[Row]:
+                launch_set: str = "basic", x_dtype=jnp.bfloat16) -> list[Row]:
     out = []
     for case, (k, n) in shapes.items():
         nbytes = k * n + (k // 128) * (n // 128) * 4
@@ -204,19 +209,19 @@ def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float,
         nodes = [fp8_node(w, 0) for w in dense]
         bf16 = [w.astype(jnp.bfloat16) for w in dense] if gpu else []
         del dense
-        x = jax.random.normal(jax.random.fold_in(key, 99), (rows, k), jnp.float32).astype(jnp.bfloat16)
+        x = jax.random.normal(jax.random.fold_in(key, 99), (rows, k), jnp.float32).astype(x_dtype)
         want = gemv_ref.quant_gemv(x, nodes[0])
         jax.block_until_ready((nodes, bf16, want))  # nothing of the setup may still run inside a trace
         op = gemv_kernel.describe(nodes[0])
         default = gemv_kernel.default_launch(op)
         pick = {"basic": _dense_launches, "deep": _deep_launches, "wide": _wide_launches,
-                "stages": _wide_launches, "balanced": _balanced_launches}[launch_set]
+                "stages": _wide_launches, "balanced": _balanced_launches, "default": lambda k, n: []}[launch_set]
         launches = [default] + [la for la in pick(k, n) if la != default]
         launches = launches if gpu else launches[::7]  # CPU smoke: a few launches of each kind, interpreted
         print(f"{case}: K={k} N={n} fp8 {nbytes / 1e6:.1f} MB, {copies} copies, {len(launches)} launches", flush=True)
         runs, found = [], {}
         if gpu:
-            xla = jax.jit(lambda a, ws: tuple(a @ w for w in ws))
+            xla = jax.jit(lambda a, ws: tuple(a.astype(jnp.bfloat16) @ w for w in ws))
             jax.block_until_ready(xla(x, bf16))  # compiled (and autotuned) outside the trace
             runs.append(((), xla, (x, bf16)))
         for launch in launches:
@@ -299,11 +304,13 @@ def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: 
             elif launch_set == "deep":
                 launches = lambda k_, n_: [la for la in _deep_launches(k_, n_)  # noqa: E731
                                            if la.splits == 1 and la.block_n <= 64]
+            elif launch_set == "default":
+                launches = lambda k_, n_: []  # noqa: E731
             else:
                 launches = lambda k_, n_: _moe_launches(k_, n_, fmt)  # noqa: E731
             g_l = launches(g_op.k, g_op.n) or [default.gate_up]  # (smoke shapes may fit none of a set)
             d_l = launches(d_op.k, d_op.n) or [default.down]
-            for i in range(max(len(g_l), len(d_l))):  # each timed config pairs the i-th launch of each stage
+            for i in range(max(len(g_l), len(d_l)) if launch_set != "default" else 0):  # i-th launches paired
                 configs.append(moe_kernel.Config(g_l[i % len(g_l)], d_l[i % len(d_l)]))
             configs = list(dict.fromkeys(configs if gpu else configs[::7]))
             print(f"{case} {fmt}: {rows} rows on {top_k} experts, {copies} copies, {len(configs)} configs", flush=True)
@@ -379,9 +386,11 @@ def main(argv=None) -> list[Row]:
     p.add_argument("--balanced", action="store_true", help="fp8: K splits of any count (`_balanced_launches`)")
     p.add_argument("--cases", help="comma-separated case names to keep (default: all)")
     p.add_argument("--fmts", default="fp8,bf16", help="MoE weight formats")
+    p.add_argument("--default-only", action="store_true", help="each case's default launch, nothing else")
+    p.add_argument("--x-dtype", choices=("bfloat16", "float16"), default="bfloat16", help="dense cases' rows")
     args = p.parse_args(argv)
-    launch_set = ("balanced" if args.balanced else "stages" if args.stages else "wide" if args.wide
-                  else "deep" if args.deep else "basic")
+    launch_set = ("default" if args.default_only else "balanced" if args.balanced else "stages" if args.stages
+                  else "wide" if args.wide else "deep" if args.deep else "basic")
     gpu = jax.default_backend() == "gpu" and not args.smoke
     gpu_state.spin(1.0 if gpu else 0)  # clocks up first: s9 sweeps read 3.83-3.90 TB/s, the engine runs 4.44
     ceiling = measure_read_ceiling(int(8.59e9)).bytes_per_s if gpu else None
@@ -394,7 +403,7 @@ def main(argv=None) -> list[Row]:
                           args.calls, args.budget_s, time.perf_counter(), launch_set)
     if args.only in ("dense", "all"):
         rows += sweep_dense(keep(SMOKE_DENSE if args.smoke else DENSE), args.rows, gpu, args.calls, args.budget_s,
-                            time.perf_counter(), launch_set)
+                            time.perf_counter(), launch_set, jnp.dtype(args.x_dtype))
     full = table(rows, ceiling)
     head = f"read ceiling {ceiling / 1e12:.3f} TB/s" if ceiling else "no GPU: checked against ref.py, not timed"
     print("\n".join(["", head, "all launches:" if not gpu else "best per case:"]

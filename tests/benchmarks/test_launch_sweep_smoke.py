@@ -16,6 +16,21 @@ def test_smoke_sweep_checks_every_launch_against_the_reference(capsys):
     assert capsys.readouterr().out.rstrip().splitlines()[-1].startswith("| smoke | fp8 | gemv |")
 
 
+def test_default_only_with_float16_rows_checks_one_launch_a_case(monkeypatch):
+    """--default-only --x-dtype float16 under DGJAX_FP8_DOT=x (s21's probe of the per-step x work): one launch
+    a case, the default, and the fp8 GEMV on float16 rows (not rescaled under that dot) agrees with ref.py."""
+    import jax
+
+    monkeypatch.setenv("DGJAX_FP8_DOT", "x")
+    jax.clear_caches()
+    try:
+        rows = launch_sweep.main(["--smoke", "--only", "dense", "--default-only", "--x-dtype", "float16"])
+    finally:
+        jax.clear_caches()
+    assert [(r.case, r.fmt, r.stage, r.default) for r in rows] == [("smoke", "fp8", "gemv", True)]
+    assert rows[0].rel_err is not None and rows[0].rel_err < 1e-2 and not rows[0].note
+
+
 def test_trace_attribution_follows_run_order(monkeypatch):
     events = [{"name": n, "dur": d} for n, d in [
         ("gemm_fusion_dot", 5.0), ("quant_gemv_fp8_r2_bn32_bk128_s2_w4_st3", 3.0), ("loop_reduce_fusion", 1.0),
