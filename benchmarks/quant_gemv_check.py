@@ -12,11 +12,6 @@ or run is reported, not fatal. The summary table comes last.
     python3 -m benchmarks.quant_gemv_check                         # 4 shapes x fp8/nvfp4/mxfp4 x rows 1/4/16
     python3 -m benchmarks.quant_gemv_check --rows 1 --sweep        # launch-knob sweep at batch 1
     python -m benchmarks.quant_gemv_check --smoke                  # CPU: tiny shapes, kernel interpreted
-
-`--x-dtype float16` feeds float16 rows: with DGJAX_FP8_DOT=x the fp8 tile then meets x as it is (one paired
-e4m3 -> f16 conversion of the weight, as the default f16 dot does, but no per-step scaling of x's rows), so
-against the default on bfloat16 rows it prices the x-side work every program repeats in every K step
-(session 21: a8x2's extra x work cost what a8 saved). `--shapes qwen3_qkv qwen3_o` are qwen3-30b-a3b's.
 """
 
 from __future__ import annotations
@@ -34,7 +29,6 @@ from dgjax.pallas.quant_gemv import kernel
 from dgjax.quant import Fp8BlockWeight, Mxfp4Weight, Nvfp4Weight, fp8_block, mxfp4, nvfp4, reference_matmul
 
 SHAPES = {"qkv": (4096, 6144), "o": (4096, 4096), "gate_up": (4096, 28672), "down": (14336, 4096)}  # (K, N)
-EXTRA_SHAPES = {"qwen3_qkv": (2048, 5120), "qwen3_o": (4096, 2048)}  # qwen3-30b-a3b's projections
 SMOKE_SHAPES = {"smoke": (256, 128)}
 FORMATS = ("fp8", "nvfp4", "mxfp4")
 SWEEP = [(64, None), (128, None), (32, None), (64, "half"), (64, "double")]  # (block_n, splits vs default)
@@ -98,7 +92,7 @@ def _fmt_launch(launch: kernel.Launch) -> str:
 
 
 def run_case(shape: str, k: int, n: int, fmt: str, row_counts: list[int], copies: int, calls: int, repeats: int,
-             sweep: bool, interpret: bool, x_dtype=jnp.bfloat16) -> list[Row]:
+             sweep: bool, interpret: bool) -> list[Row]:
     ws = [_node(fmt, k, n, seed=i) for i in range(copies)]
     dense = [jax.jit(lambda key: jax.random.normal(key, (k, n), jnp.bfloat16))(jax.random.key(100 + i))
              for i in range(copies)]
@@ -106,7 +100,7 @@ def run_case(shape: str, k: int, n: int, fmt: str, row_counts: list[int], copies
     op = kernel.describe(ws[0])
     out = []
     for m in row_counts:
-        xs = [jax.random.normal(jax.random.key(7 + i), (m, k), x_dtype) for i in range(copies)]
+        xs = [jax.random.normal(jax.random.key(7 + i), (m, k), jnp.bfloat16) for i in range(copies)]
         ref = lambda x, w: reference_matmul(x, w)  # noqa: E731
         run = lambda x, w, launch=None: kernel.quant_gemv(x, w, launch=launch, interpret=interpret)  # noqa: E731
         row = Row(shape, fmt, m, mb, {}, float("nan"), _fmt_launch(kernel.default_launch(op)))
@@ -118,7 +112,7 @@ def run_case(shape: str, k: int, n: int, fmt: str, row_counts: list[int], copies
         except Exception as e:  # report and go on: one failing case must not cost the whole run
             row.note = f"kernel failed: {type(e).__name__}: {str(e)[:200]}"
         row.us["ref"] = _timed(ref, xs, ws, calls, repeats) * 1e6
-        row.us["bf16"] = _timed(_bf16_dot, [x.astype(jnp.bfloat16) for x in xs], dense, calls, repeats) * 1e6
+        row.us["bf16"] = _timed(_bf16_dot, xs, dense, calls, repeats) * 1e6
         times = "  ".join(f"{impl} {us:8.1f} us" for impl, us in row.us.items())
         print(f"{shape:8s} {fmt:6s} M={m:2d} {mb:7.1f} MB  {times}"
               f"  rel err {row.rel:.2e}  [{row.launch}] {row.note}", flush=True)
@@ -145,7 +139,7 @@ def print_table(rows: list[Row], ceiling_bps: float) -> None:
           "| launch |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        k, n = {**SHAPES, **EXTRA_SHAPES, **SMOKE_SHAPES}[r.shape]
+        k, n = {**SHAPES, **SMOKE_SHAPES}[r.shape]
         kus = r.us.get("kernel", float("nan"))
         tbs = r.mb * 1e6 / (kus * 1e-6) / 1e12
         btbs = k * n * 2 / (r.us["bf16"] * 1e-6) / 1e12
@@ -156,7 +150,7 @@ def print_table(rows: list[Row], ceiling_bps: float) -> None:
 
 def main(argv: list[str] | None = None) -> list[Row]:
     p = argparse.ArgumentParser()
-    p.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES) + list(EXTRA_SHAPES))
+    p.add_argument("--shapes", nargs="+", default=list(SHAPES))
     p.add_argument("--formats", nargs="+", default=list(FORMATS), choices=FORMATS)
     p.add_argument("--rows", type=int, nargs="+", default=[1, 4, 16])
     p.add_argument("--min-mb", type=float, default=400.0, help="distinct weights per executable add up to this")
@@ -165,10 +159,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
     p.add_argument("--sweep", action="store_true")
     p.add_argument("--budget-s", type=float, default=420.0, help="skip remaining cases after this long")
     p.add_argument("--smoke", action="store_true", help="CPU: one tiny shape, kernel interpreted")
-    p.add_argument("--x-dtype", choices=("bfloat16", "float16"), default="bfloat16", help="the rows' dtype")
     a = p.parse_args(argv)
     interpret = jax.default_backend() != "gpu"
-    shapes = {**SHAPES, **EXTRA_SHAPES}
+    shapes = SHAPES
     if a.smoke:
         shapes, a.shapes, a.min_mb, a.calls, a.repeats = SMOKE_SHAPES, ["smoke"], 0.0, 4, 2
     t0 = time.monotonic()
@@ -183,8 +176,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 continue
             approx_mb = k * n * (1.0 if fmt == "fp8" else 0.55) / 1e6
             copies = max(2, int(-(-a.min_mb // approx_mb)))
-            rows += run_case(shape, k, n, fmt, a.rows, copies, a.calls, a.repeats, a.sweep, interpret,
-                             jnp.dtype(a.x_dtype))
+            rows += run_case(shape, k, n, fmt, a.rows, copies, a.calls, a.repeats, a.sweep, interpret)
     print_table(rows, ceiling.bytes_per_s)
     return rows
 

@@ -309,8 +309,10 @@ FP8_DOT_ENV = "DGJAX_FP8_DOT"
 def fp8_dot() -> str:
     """The tensor-core dot of fp8 tiles with bf16/f16 x (read at trace time from $DGJAX_FP8_DOT):
     "f16" (default) in float16 through `f16_rows`; "x" in x's dtype; "swap": f16, weight tile first; "a8": x
-    rounded to e4m3 per row and K step (`e4m3_rows`), an fp8 x fp8 dot, weight tile first (`swapped`); "a8x2":
-    a8 plus the rounded residual of x as 16 more rows of the same dot (`e4m3_two_term_rows`). The f16
+    rounded to e4m3 per row and K step (`e4m3_rows`), an fp8 x fp8 dot, weight tile first (`swapped`); "a8x2"
+    (A/B only): a8 plus the rounded residual of x as 16 more rows of the same dot (`e4m3_two_term_rows`), the
+    default's accuracy at the default's speed on the H200 (qwen3-30b-a3b fp8 C1 busy 2.78 vs 2.77 ms a tick, a8
+    2.66: benchmarks/results/2026-12-03-s21-placement-and-a8x2.md). The f16
     loop (Triton 3.9, sm_90) has 112 instead of 192 conversions per iteration; on the H200
     (benchmarks/results/2026-12-01-s6a-*) it took qwen3-30b-a3b fp8 C1 from 297.3 to 302.9 tok/s and
     glm-4.5-air fp8 from 130.0 to 138.3. "fma" (A/B only): at most FMA_MAX_ROWS real rows, the tile converted to
@@ -323,7 +325,7 @@ def fp8_dot() -> str:
 
 
 def _scaled_rows_dot(op: Operand, x_dtype) -> bool:
-    """Whether fp8 tiles meet rescaled x rows (f16, or e4m3 for "a8") rather than x itself."""
+    """Whether fp8 tiles meet rescaled x rows (f16, or e4m3 for "a8" / "a8x2") rather than x itself."""
     return (op.fmt == "fp8" and jnp.dtype(x_dtype) != jnp.float32
             and fp8_dot() in ("f16", "swap", "fma") + E4M3_DOTS)
 
