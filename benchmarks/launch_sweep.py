@@ -310,7 +310,7 @@ def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: 
                 launches = lambda k_, n_: _moe_launches(k_, n_, fmt)  # noqa: E731
             g_l = launches(g_op.k, g_op.n) or [default.gate_up]  # (smoke shapes may fit none of a set)
             d_l = launches(d_op.k, d_op.n) or [default.down]
-            for i in range(max(len(g_l), len(d_l)) if launch_set != "default" else 0):  # i-th launches paired
+            for i in range(max(len(g_l), len(d_l))):  # each timed config pairs the i-th launch of each stage
                 configs.append(moe_kernel.Config(g_l[i % len(g_l)], d_l[i % len(d_l)]))
             configs = list(dict.fromkeys(configs if gpu else configs[::7]))
             print(f"{case} {fmt}: {rows} rows on {top_k} experts, {copies} copies, {len(configs)} configs", flush=True)

@@ -37,6 +37,7 @@ import time
 
 import numpy as np
 
+from benchmarks.ceilings import time_async
 from benchmarks.device_trace import launch_mode, steady_tick_stats, trace_events
 from benchmarks.engine_runs import BenchEngine, decode_max_tokens, engine_config, plan_engines
 from benchmarks.presets import write_model_dir
@@ -106,22 +107,6 @@ class WaitRecorder:
         del self.engine._process
 
 
-def time_ticks(tick, warm: int, timed: int) -> float:
-    """ms a call of `tick` (which enqueues one decode tick and returns its result): `timed` calls queued back to
-    back after `warm` ones, one sync at the end."""
-    import jax
-
-    out = None
-    for _ in range(warm):
-        out = tick()
-    jax.block_until_ready(out)
-    t0 = time.perf_counter()
-    for _ in range(timed):
-        out = tick()
-    jax.block_until_ready(out)
-    return 1e3 * (time.perf_counter() - t0) / timed
-
-
 def direct_ticks(be: BenchEngine, ticks: int, copies: bool = True) -> float | None:
     """ms a tick of the engine's width-1 decode executable called `ticks` times back to back from this thread,
     one sync at the end: slot 0 (its KV state from the last round) on its first pages. `copies=False` skips the
@@ -148,7 +133,7 @@ def direct_ticks(be: BenchEngine, ticks: int, copies: bool = True) -> float | No
     if not copies:
         executor_module._start_copy = lambda tree: None
     try:  # one warm tick: any re-record of the graph happens there
-        return time_ticks(lambda: ex.decode(*layout, st, False), warm=1, timed=ticks)
+        return 1e3 * time_async(lambda: ex.decode(*layout, st, False), calls=ticks, repeats=1, warmup=1).median_s
     finally:
         executor_module._start_copy = saved
 
