@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import traceback
 
 import dgjax  # noqa: F401  (its default XLA flags: every run of kernels in a CUDA graph)
 import jax
@@ -120,6 +121,7 @@ def main(argv=None) -> int:
         try:
             rows.append(measure(name, chain(kernel), big, w, args.reps))
         except Exception as e:  # noqa: BLE001 - a probe reports what failed and goes on
+            traceback.print_exc()
             rows.append(dict(case=name, error=f"{type(e).__name__}: {str(e)[:300]}"))
         print(rows[-1], flush=True)
     lines = ["| case | rel err | pairs | gap µs (pred end -> start) | kernel µs |", "| --- | --- | --- | --- | --- |"]
