@@ -63,6 +63,7 @@ def _mgpu_kernel(mode: str):
                             plgpu.Barrier(num_arrivals=1, num_barriers=2)],
             compiler_params=plgpu.CompilerParams(),
             name=f"mgpu_{mode}",
+            backend="mosaic_gpu",
         )(x, w)
 
     return call
