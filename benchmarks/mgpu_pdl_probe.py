@@ -42,7 +42,7 @@ BIG_ROWS = 1 << 21  # 2M rows x 128 bf16 = 512 MB
 def _mgpu_kernel(mode: str):
     from jax.experimental.pallas import mosaic_gpu as plgpu
 
-    def body(x_ref, w_ref, o_ref, xo_ref, x_smem, w_smem, bars):
+    def body(x_ref, w_ref, o_ref, xo_ref, x_smem, w_smem, xo_smem, bars):
         if mode == "wait_first":
             plgpu.griddepcontrol_wait()
         plgpu.copy_gmem_to_smem(w_ref, w_smem, bars.at[0])
@@ -51,19 +51,18 @@ def _mgpu_kernel(mode: str):
         plgpu.copy_gmem_to_smem(x_ref, x_smem, bars.at[1])
         plgpu.barrier_wait(bars.at[0])
         plgpu.barrier_wait(bars.at[1])
-        o_ref[...] = w_smem[...].astype(jnp.float32)
-        xo_ref[...] = x_smem[...] * 2.0
+        xo_smem[...] = x_smem[...] * 2.0
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(w_smem, o_ref)
+        plgpu.copy_smem_to_gmem(xo_smem, xo_ref)
+        plgpu.wait_smem_to_gmem(0)
 
     def call(x, w):
-        return pl.pallas_call(
+        return plgpu.kernel(
             body,
-            out_shape=(jax.ShapeDtypeStruct((N, N), jnp.float32), jax.ShapeDtypeStruct((N,), jnp.float32)),
-            in_specs=[pl.BlockSpec(memory_space=plgpu.GMEM), pl.BlockSpec(memory_space=plgpu.GMEM)],
-            scratch_shapes=[plgpu.SMEM((N,), jnp.float32), plgpu.SMEM((N, N), jnp.bfloat16),
-                            plgpu.Barrier(num_arrivals=1, num_barriers=2)],
-            compiler_params=plgpu.CompilerParams(),
-            name=f"mgpu_{mode}",
-            backend="mosaic_gpu",
+            out_type=(jax.ShapeDtypeStruct((N, N), jnp.bfloat16), jax.ShapeDtypeStruct((N,), jnp.float32)),
+            scratch_types=[plgpu.SMEM((N,), jnp.float32), plgpu.SMEM((N, N), jnp.bfloat16),
+                           plgpu.SMEM((N,), jnp.float32), plgpu.Barrier(num_arrivals=1, num_barriers=2)],
         )(x, w)
 
     return call
