@@ -24,6 +24,8 @@ from dgjax.pallas.add_rms_norm import api as add_norm
 from dgjax.pallas.fused_decode_attention import api as fused_decode
 from dgjax.pallas.gemv import ref as gemv_ref
 from dgjax.pallas.paged_attention import api as paged
+from dgjax.pallas.quant_gemv import api as quant_gemv
+from dgjax.quant import is_quantized
 
 # ---------------------------------------------------------------- RMSNorm
 
@@ -178,8 +180,8 @@ def attention_specs(cfg: ModelConfig, dtype: Any) -> AttentionParams:
 
 
 def _project(x: jax.Array, w: jax.Array, bias: jax.Array | None, norm: jax.Array | None = None,
-             eps: float = 1e-6) -> jax.Array:
-    y = matmul(x, w, norm=norm, eps=eps)
+             eps: float = 1e-6, carry: bool = False) -> jax.Array:
+    y = matmul(x, w, norm=norm, eps=eps, carry=carry)
     return y if bias is None else y + bias.astype(y.dtype)
 
 
@@ -198,17 +200,22 @@ def _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, co
     with jax.named_scope("attention_decode"):
         with jax.named_scope("qkv"):  # the input norm runs inside the GEMV where its kernel does
             # [B, kv_heads, group + 2, head_dim]; a split-K quantized GEMV hands over its partial sums unsummed
-            qkv = matmul(x[:, 0], p.qkv, norm=input_norm, eps=cfg.rms_norm_eps, keep_splits=True)
+            # (the norm's output has no other reader: a quantized kernel may take it as carried f16)
+            qkv = matmul(x[:, 0], p.qkv, norm=input_norm, eps=cfg.rms_norm_eps, keep_splits=True, carry=True)
             qkv = split_sums.add_bias(qkv, p.qkv_bias)
         cos, sin = cos_sin
+        # an fp8 o GEMV takes the merged heads as carried f16 (tiles.f16_carrier), written by the merge kernel
+        carry_o = is_quantized(p.o) and quant_gemv.carries_input(
+            jax.ShapeDtypeStruct((x.shape[0], 1, p.o.in_shape[0], p.o.in_shape[1]), x.dtype), p.o, contract=2)
         o, k_pages, v_pages = fused_decode.decode_attention(
             qkv, cos[:, 0], sin[:, 0], k_pages, v_pages, batch.block_tables, batch.context_lens,
             batch.positions, batch.query_lens, slots, scale=cfg.head_dim**-0.5, eps=cfg.rms_norm_eps,
             q_norm=p.q_norm, k_norm=p.k_norm, sliding_window=sliding_window, page_offset=page_offset,
-            prefetch=p.o,
+            prefetch=p.o, carry_f16=carry_o,
         )
         with jax.named_scope("o_proj"):  # split-K partials may stay unsummed for the add + norm that follows
-            out = matmul(o[:, None], p.o, contract=2, keep_splits=add_norm.use_kernel(x, splits=True))
+            out = matmul(o[:, None], p.o, contract=2, keep_splits=add_norm.use_kernel(x, splits=True),
+                         out_dtype=x.dtype)
             out = split_sums.add_bias(out, p.o_bias)
         return out, k_pages, v_pages
 
@@ -323,4 +330,5 @@ def gated_mlp(p: MLPParams, x: jax.Array, hidden_act: str) -> jax.Array:
         else:
             y = _project(x, p.gate_up, p.gate_up_bias)  # [..., 2, ffw]
             gate, up = y[..., 0, :], y[..., 1, :]
-        return _project(act(gate) * up, p.down, p.down_bias)
+        # the activation's fusion has no other reader: a quantized down kernel may take it as carried f16
+        return _project(act(gate) * up, p.down, p.down_bias, carry=True)

@@ -21,13 +21,15 @@ from dgjax.quant import is_quantized
 
 
 def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None, norm: jax.Array | None = None,
-           eps: float = 1e-6, keep_splits: bool = False) -> Any:
+           eps: float = 1e-6, keep_splits: bool = False, carry: bool = False) -> Any:
     """x [..., *in] . w [*in, *out] -> [..., *out], accumulating in float32.
 
     The result is in `out_dtype` (default: x's dtype); pass float32 for logits. With `norm` [*in] (contract
     1 only), x is first RMS-normalized (float32, eps) and scaled by it, rounded to x's dtype, as
     `dgjax.models.blocks.rms_norm` does. `keep_splits`: a split-K quantized kernel may return its partial
     sums as a `dgjax.pallas.split_sums.SplitSums` (for a consumer kernel that sums them while loading).
+    `carry`: x (after the norm) has no other reader, so a quantized kernel may take it in another dtype that its
+    producer fusion writes at no cost (`quant_matmul`'s `carry`); the result's dtype does not change.
 
     Both operands are flattened to one plain 2-D GEMM first: with several output dims (e.g. k/v
     projections [embed, kv_heads, head_dim]) and a single row, XLA on GPU rewrote the dot into a
@@ -38,7 +40,8 @@ def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None, nor
     if norm is not None and contract != 1:
         raise ValueError("matmul fuses a norm only over one contracted dim")
     if is_quantized(w):  # the kernel for decode rows on GPU, with the norm in its prologue
-        return quant_matmul(x, w, contract=contract, out_dtype=out_dtype, norm=norm, eps=eps, keep_splits=keep_splits)
+        return quant_matmul(x, w, contract=contract, out_dtype=out_dtype, norm=norm, eps=eps, keep_splits=keep_splits,
+                            carry=carry)
     in_shape, out_shape = w.shape[:contract], w.shape[contract:]
     lead = x.shape[: x.ndim - contract]
     k = math.prod(in_shape)

@@ -54,12 +54,13 @@ def supported(qkv_shape, rotary_dim: int, page_dtype) -> bool:
 def decode_attention(
     qkv, cos, sin, k_pages, v_pages, block_tables, context_lens, positions, query_lens, slots, *,
     scale: float, eps: float, q_norm=None, k_norm=None, sliding_window: int | None = None, impl: str | None = None,
-    num_splits: int | None = None, page_offset: int = 0, prefetch=None,
+    num_splits: int | None = None, page_offset: int = 0, prefetch=None, carry_f16: bool = False,
 ):
     """qkv [B, KVH, G+2, D] (or a split-K projection's SplitSums of it), cos/sin float32 [B, R], positions/slots
     [B, 1] -> (out [B, H, D], k_pages, v_pages). `page_offset`: the layer's first page in a pool several layers
     share, added to `block_tables` and `slots` (the kernel adds it as it reads them). `prefetch`: the weight the
-    caller multiplies the output by next (see `prefetch_array`)."""
+    caller multiplies the output by next (see `prefetch_array`). `carry_f16`: where the kernel runs, the output is
+    its bf16 values carried as f16 (moe_decode.tiles.f16_carrier), for an fp8 o GEMV; the reference keeps bf16."""
     chosen = paged.resolve_impl(impl)
     on_gpu = jax.default_backend() == "gpu"
     use_kernel = (chosen == "kernel" or (chosen == "auto" and on_gpu)) and supported(
@@ -81,5 +82,5 @@ def decode_attention(
         qkv, cos, sin, k_pages, v_pages, block_tables, start, end, slots[:, 0], q_norm, k_norm,
         scale=scale, eps=eps, num_splits=num_splits, split_programs=split_programs(), norm_row=norm_row,
         page_offset=page_offset, skip_idle=skip_idle(), prefetch=prefetch_array(prefetch),
-        prefetch_max_bytes=PREFETCH_MAX_BYTES, interpret=not on_gpu,
+        prefetch_max_bytes=PREFETCH_MAX_BYTES, carry_f16=carry_f16, interpret=not on_gpu,
     )

@@ -31,6 +31,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas import pdl
+from dgjax.pallas.carrier import f16_carrier
 from dgjax.pallas.online_softmax import online_softmax_step, page_rows
 from dgjax.pallas.paged_attention.kernel import (
     MAX_GROUP, MIN_DOT_ROWS, SUPPORTED_DTYPES, default_block_tokens, default_num_splits, split_outputs,
@@ -281,7 +282,7 @@ def prefetch_plan(w, row_programs: int, program_bytes: int = PREFETCH_PROGRAM_BY
 @functools.partial(
     jax.jit,
     static_argnames=("scale", "eps", "block_tokens", "num_splits", "split_programs", "num_warps", "num_stages",
-                     "skip_idle", "prefetch_bytes", "prefetch_max_bytes", "with_sink", "interpret"),
+                     "skip_idle", "prefetch_bytes", "prefetch_max_bytes", "with_sink", "carry_f16", "interpret"),
 )
 def fused_decode_attention(
     qkv: jax.Array | SplitSums,
@@ -310,6 +311,7 @@ def fused_decode_attention(
     prefetch_bytes: int = PREFETCH_PROGRAM_BYTES,
     prefetch_max_bytes: int | None = None,
     with_sink: bool = False,
+    carry_f16: bool = False,
     interpret: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """qkv [B, KVH, G+2, D] -> (out [B, KVH*G, D], k_pages, v_pages with this token's K/V at `slots` [B]).
@@ -336,6 +338,8 @@ def fused_decode_attention(
     Only its first `prefetch_max_bytes` if given. Skipped where its size is not a multiple of
     PREFETCH_ROW_BYTES. `with_sink` (tests) also returns the prefetch programs' checksums, float32 [programs]:
     each the sum of the rows it read, as float32.
+    carry_f16: out holds its bf16 values carried as float16 (moe_decode.tiles.f16_carrier), which the split
+    merge writes at no cost, for an fp8 o GEMV that then skips its per-step rescaling of x.
     """
     parts = qkv.parts.shape[0] if isinstance(qkv, SplitSums) else 0
     dtype = jnp.dtype(qkv.dtype)
@@ -398,8 +402,10 @@ def fused_decode_attention(
     main, k_out, v_out = outs[:n_main], outs[n_main], outs[n_main + 1]
     if normalize:
         out = main[0][:, :, :g]
+        out = f16_carrier(out) if carry_f16 else out
     else:
-        out = split_merge.merge_for_attention(*main, group=g, out_dtype=dtype, interpret=interpret)
+        out = split_merge.merge_for_attention(*main, group=g, out_dtype=dtype, carry_f16=carry_f16,
+                                              interpret=interpret)
     out = out.reshape(b, kvh * g, d)
     result = out, k_out.reshape(k_pages.shape), v_out.reshape(v_pages.shape)
     return result + ((outs[-1] if pf else None),) if with_sink else result

@@ -245,16 +245,18 @@ def silu_mul(g, u):
     return g * lax.logistic(g) * u  # silu(g) * u
 
 
-def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: int, launch: Launch, fused: bool):
+def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: int, launch: Launch, fused: bool,
+                    carrier: bool):
     n_w = op.num_arrays
     expert, live = slot_expert(ids_ref, pl.program_id(0), num_slots)
     gate_up_body(x_ref, refs[:n_w], refs[n_w: 2 * n_w], refs[2 * n_w:], expert, live, op=op, tokens=tokens,
-                 launch=launch, fused=fused)
+                 launch=launch, fused=fused, carrier=carrier)
 
 
 def gate_up_body(x_ref, g_refs, u_refs, out_refs, expert, live, *, op: Operand, tokens: int, launch: Launch,
-                 fused: bool):
-    """A gate/up program's work once its slot's expert (and whether the slot is live) is known."""
+                 fused: bool, carrier: bool = False):
+    """A gate/up program's work once its slot's expert (and whether the slot is live) is known. `carrier`: the h
+    this stage stores unsplit is bf16 rows carried as f16 (tiles.f16_carrier)."""
     j, s = pl.program_id(1), pl.program_id(2)
     bk, bn = launch.block_k, launch.block_n
     n0 = j * bn
@@ -275,7 +277,10 @@ def gate_up_body(x_ref, g_refs, u_refs, out_refs, expert, live, *, op: Operand, 
     acc_g, acc_u = (tiles.acc_rows(op, x_ref.dtype, acc) for acc in loop(step, init)[:2])
     if fused:
         (h_ref,) = out_refs
-        tiles.store_rows(h_ref, silu_mul(acc_g, acc_u).astype(h_ref.dtype), tokens)
+        h = silu_mul(acc_g, acc_u)
+        if carrier:  # rounded as the bf16 model rounds h, then carried as f16
+            h = tiles.f16_carrier(h.astype(jnp.bfloat16))
+        tiles.store_rows(h_ref, h.astype(h_ref.dtype), tokens)
     else:
         g_out, u_out = out_refs
         tiles.store_rows(g_out, acc_g, tokens)
@@ -330,37 +335,42 @@ def params(launch: Launch):
     return plgpu.CompilerParams(num_warps=launch.num_warps, num_stages=launch.num_stages)
 
 
-def stage_outputs(x, op: Operand, num_slots: int, launch: Launch):
-    """(out_shape, out_specs) of the gate/up stage: h [slots, T, ffw] in x's dtype unsplit, else float32
+def stage_outputs(x, op: Operand, num_slots: int, launch: Launch, h_dtype=None):
+    """(out_shape, out_specs) of the gate/up stage: h [slots, T, ffw] in `h_dtype` (x's) unsplit, else float32
     (gate, up) partials [splits, slots, T, ffw]."""
     t, bn, splits = x.shape[0], launch.block_n, launch.splits
     if splits == 1:
-        return [jax.ShapeDtypeStruct((num_slots, t, op.n), x.dtype)], [pl.BlockSpec((None, t, bn),
+        return [jax.ShapeDtypeStruct((num_slots, t, op.n), h_dtype or x.dtype)], [pl.BlockSpec((None, t, bn),
                                                                                     lambda i, j, s: (i, 0, j))]
     part = jax.ShapeDtypeStruct((splits, num_slots, t, op.n), jnp.float32)
     return [part, part], [pl.BlockSpec((None, None, t, bn), lambda i, j, s: (s, i, 0, j))] * 2
 
 
-def finish_gate_up(outs, x, launch: Launch, act_in_down: bool):
+def finish_gate_up(outs, x, launch: Launch, act_in_down: bool, h_carrier: bool = False):
     """The stage's result from its kernel outputs: h, or with K splits the summed act(gate) * up (or, with
-    `act_in_down`, the partials as SplitSums for the down stage)."""
+    `act_in_down`, the partials as SplitSums for the down stage). `h_carrier`: h is rounded to x's bf16 and
+    carried as f16 (tiles.f16_carrier) for fp8 down weights."""
     if launch.splits == 1:
         return outs[0]
     if act_in_down:
         return SplitSums(outs[0], x.dtype), SplitSums(outs[1], x.dtype)
-    return silu_mul(outs[0].sum(0), outs[1].sum(0)).astype(x.dtype)
+    h = silu_mul(outs[0].sum(0), outs[1].sum(0))
+    if h_carrier:  # rounded as the bf16 model rounds h, then carried as f16 (tiles.f16_carrier)
+        return tiles.f16_carrier(h.astype(jnp.bfloat16))
+    return h.astype(x.dtype)
 
 
-def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in_down: bool = False
-                  ) -> jax.Array | tuple[SplitSums, SplitSums]:
-    """h [slots, T, ffw] in x's dtype: act(x . gate) * (x . up) of each live slot's expert (zeros elsewhere).
-    With K splits and `act_in_down`: the (gate, up) float32 partials, for `down_stage` to finish."""
+def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in_down: bool = False,
+                  h_carrier: bool = False) -> jax.Array | tuple[SplitSums, SplitSums]:
+    """h [slots, T, ffw] in x's dtype (`h_carrier`: as f16, see finish_gate_up): act(x . gate) * (x . up) of each
+    live slot's expert (zeros elsewhere). With K splits and `act_in_down`: the (gate, up) float32 partials, for
+    `down_stage` to finish."""
     (op, g_arrays), (_, u_arrays) = operand(gate), operand(up)
     check_launch(op, launch)
     t, a = x.shape[0], ids_flat.shape[0]
-    out_shape, out_specs = stage_outputs(x, op, a, launch)
+    out_shape, out_specs = stage_outputs(x, op, a, launch, jnp.float16 if h_carrier else None)
     kernel = functools.partial(_gate_up_kernel, op=op, tokens=t, num_slots=a, launch=launch,
-                               fused=launch.splits == 1)
+                               fused=launch.splits == 1, carrier=h_carrier)
     outs = pl.pallas_call(
         kernel,
         grid=(a, op.n // launch.block_n, launch.splits),
@@ -371,7 +381,7 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in
         interpret=interpret,
         name=f"moe_gate_up_{op.fmt}_t{t}_{launch.tag()}",
     )(ids_flat, x, *g_arrays, *u_arrays)
-    return finish_gate_up(outs, x, launch, act_in_down)
+    return finish_gate_up(outs, x, launch, act_in_down, h_carrier)
 
 
 def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpret: bool) -> jax.Array:
@@ -414,7 +424,10 @@ def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str =
     cfg = config or default_config(gate, down, t, k)
     ids_flat = expert_ids.reshape(t * k).astype(jnp.int32)
     wts_flat = weights.reshape(t * k).astype(jnp.float32)
-    h = gate_up_stage(x, ids_flat, gate, up, cfg.gate_up, interpret, act_in_down)
+    # h reaches fp8 down weights as f16 (tiles.f16_carrier), which the activation's fusion (or the unsplit gate/up
+    # stage) writes at no cost: the down stage does not rescale it in every K step
+    carrier = tiles.carries_f16(tiles.describe(down), x.dtype)
+    h = gate_up_stage(x, ids_flat, gate, up, cfg.gate_up, interpret, act_in_down, h_carrier=carrier)
     return down_stage(h, ids_flat, wts_flat, down, k, cfg.down, interpret)
 
 

@@ -38,6 +38,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas import fp8_mma, pdl
+from dgjax.pallas import carrier
+from dgjax.pallas.carrier import f16_carrier  # noqa: F401  (the kernels and their apis reach it through tiles)
 from dgjax.pallas.launch import choose_impl
 from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, is_quantized
 
@@ -325,9 +327,20 @@ def fp8_dot() -> str:
 
 
 def _scaled_rows_dot(op: Operand, x_dtype) -> bool:
-    """Whether fp8 tiles meet rescaled x rows (f16, or e4m3 for "a8" / "a8x2") rather than x itself."""
-    return (op.fmt == "fp8" and jnp.dtype(x_dtype) != jnp.float32
-            and fp8_dot() in ("f16", "swap", "fma") + E4M3_DOTS)
+    """Whether fp8 tiles meet rescaled x rows (f16, or e4m3 for "a8" / "a8x2") rather than x itself. float16
+    rows under the default f16 dot meet the tile as they are: they are in range by construction (carrier.py)."""
+    dtype = jnp.dtype(x_dtype)
+    if dtype == jnp.float32 or (dtype == jnp.float16 and fp8_dot() == "f16"):
+        return False
+    return op.fmt == "fp8" and fp8_dot() in ("f16", "swap", "fma") + E4M3_DOTS
+
+
+def carries_f16(op: Operand, x_dtype) -> bool:
+    """Whether a kernel's bf16 rows should reach it as float16 (dgjax/pallas/carrier.py): fp8 weights under the
+    default f16 dot, which then takes f16 rows as they are instead of rescaling x in every K step (`f16_rows`),
+    unless $DGJAX_F16_CARRY (read at trace time) is "off" (for A/B)."""
+    return (op is not None and op.fmt == "fp8" and jnp.dtype(x_dtype) == jnp.bfloat16 and fp8_dot() == "f16"
+            and carrier.enabled())
 
 
 def swapped(op: Operand, x_dtype) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import jax
 
+from dgjax.pallas.carrier import f16_carrier
 from dgjax.pallas.launch import env_count
 from dgjax.pallas.split_merge import kernel, ref
 
@@ -27,9 +28,12 @@ def max_kernel_rows() -> int:
 
 
 def merge_for_attention(acc: jax.Array, m: jax.Array, l: jax.Array, *, group: int, out_dtype,
-                        interpret: bool) -> jax.Array:
+                        interpret: bool, carry_f16: bool = False) -> jax.Array:
     """acc float32 [B, KVH, S, GP, D], m, l float32 [B, KVH, S, GP] -> [B, KVH, group, D] in out_dtype: the
-    kernel while B <= max_kernel_rows(), ref.py above."""
+    kernel while B <= max_kernel_rows(), ref.py above. `carry_f16`: the out_dtype values carried as float16
+    (dgjax/pallas/carrier.py), written by the kernel (or XLA's merge fusion) itself."""
     if acc.shape[0] <= max_kernel_rows() and kernel.supports(acc.shape[-1]):
-        return kernel.merge_splits(acc, m, l, group=group, out_dtype=out_dtype, interpret=interpret)
-    return ref.merge_splits(acc, m, l, group, out_dtype)
+        return kernel.merge_splits(acc, m, l, group=group, out_dtype=out_dtype, carry_f16=carry_f16,
+                                   interpret=interpret)
+    out = ref.merge_splits(acc, m, l, group, out_dtype)
+    return f16_carrier(out) if carry_f16 else out

@@ -21,6 +21,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas import pdl
+from dgjax.pallas.carrier import f16_carrier
 
 
 def supports(head_dim: int) -> bool:
@@ -28,7 +29,8 @@ def supports(head_dim: int) -> bool:
     return head_dim > 0 and head_dim & (head_dim - 1) == 0
 
 
-def _merge_kernel(acc_ref, m_ref, l_ref, o_ref, *, splits: int, rows: int, group: int, kv_heads: int, bd: int):
+def _merge_kernel(acc_ref, m_ref, l_ref, o_ref, *, splits: int, rows: int, group: int, kv_heads: int, bd: int,
+                  out_dtype, carry_f16: bool):
     sp = pl.next_power_of_2(splits)
     s = lax.broadcasted_iota(jnp.int32, (sp, rows), 0)
     r = lax.broadcasted_iota(jnp.int32, (sp, rows), 1)
@@ -44,7 +46,8 @@ def _merge_kernel(acc_ref, m_ref, l_ref, o_ref, *, splits: int, rows: int, group
     acc = plgpu.load(acc_ref.at[jnp.minimum(s3, splits - 1), r3, c3], mask=s3 < splits, other=0.0)
     num = jnp.sum(acc * w[:, :, None], axis=0)
     den = jnp.sum(l * w, axis=0)
-    out = pdl.trigger_after((num / jnp.where(den == 0.0, 1.0, den)[:, None]).astype(o_ref.dtype))
+    out = (num / jnp.where(den == 0.0, 1.0, den)[:, None]).astype(out_dtype)
+    out = pdl.trigger_after(f16_carrier(out) if carry_f16 else out)
     # only the group's real rows: o is [B * KVH * group, D], so a group that is not a power of two needs no
     # slice (a copy kernel) after the merge. Padding rows are masked, not clamped (see moe_decode.tiles.store_rows).
     r2 = lax.broadcasted_iota(jnp.int32, (rows, bd), 0)
@@ -66,14 +69,15 @@ def default_block_d(splits: int, rows: int, d: int) -> int:
 
 
 @functools.partial(
-    jax.jit, static_argnames=("group", "out_dtype", "block_d", "num_warps", "num_stages", "interpret"),
+    jax.jit, static_argnames=("group", "out_dtype", "block_d", "num_warps", "num_stages", "carry_f16", "interpret"),
 )
 def merge_splits(
     acc: jax.Array, m: jax.Array, l: jax.Array, *, group: int, out_dtype, block_d: int | None = None,
-    num_warps: int = 4, num_stages: int = 2, interpret: bool = False,
+    num_warps: int = 4, num_stages: int = 2, carry_f16: bool = False, interpret: bool = False,
 ) -> jax.Array:
     """ref.merge_splits in one kernel: acc float32 [B, KVH, S, GP, D], m, l float32 [B, KVH, S, GP]
-    -> [B, KVH, group, D] in out_dtype. `block_d`: D columns per program (default_block_d)."""
+    -> [B, KVH, group, D] in out_dtype (`carry_f16`: those values carried as float16, dgjax/pallas/carrier.py).
+    `block_d`: D columns per program (default_block_d)."""
     b, kvh, splits, gp, d = acc.shape
     rows = pl.next_power_of_2(group)
     bd = block_d or default_block_d(splits, rows, d)
@@ -81,11 +85,12 @@ def merge_splits(
         raise ValueError(f"the split merge kernel does not support group {group} of {gp}, D={d}, block_d={bd}")
     stat = pl.BlockSpec((None, None, splits, gp), lambda i, j, c: (i, j, 0, 0))
     out = pl.pallas_call(
-        functools.partial(_merge_kernel, splits=splits, rows=rows, group=group, kv_heads=kvh, bd=bd),
+        functools.partial(_merge_kernel, splits=splits, rows=rows, group=group, kv_heads=kvh, bd=bd,
+                          out_dtype=jnp.dtype(out_dtype), carry_f16=carry_f16),
         grid=(b, kvh, d // bd),
         in_specs=[pl.BlockSpec((None, None, splits, gp, bd), lambda i, j, c: (i, j, 0, 0, c)), stat, stat],
         out_specs=pl.BlockSpec((b * kvh * group, d), lambda i, j, c: (0, 0)),
-        out_shape=jax.ShapeDtypeStruct((b * kvh * group, d), out_dtype),
+        out_shape=jax.ShapeDtypeStruct((b * kvh * group, d), jnp.float16 if carry_f16 else out_dtype),
         compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages),
         interpret=interpret,
         name=f"split_merge_s{splits}_g{gp}_d{d}",
