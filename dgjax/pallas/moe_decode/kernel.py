@@ -346,29 +346,30 @@ def stage_outputs(x, op: Operand, num_slots: int, launch: Launch, h_dtype=None):
     return [part, part], [pl.BlockSpec((None, None, t, bn), lambda i, j, s: (s, i, 0, j))] * 2
 
 
-def finish_gate_up(outs, x, launch: Launch, act_in_down: bool, h_carrier: bool = False):
+def finish_gate_up(outs, x, launch: Launch, act_in_down: bool, h_carrier: bool = False, h_dtype=None):
     """The stage's result from its kernel outputs: h, or with K splits the summed act(gate) * up (or, with
-    `act_in_down`, the partials as SplitSums for the down stage). `h_carrier`: h is rounded to x's bf16 and
-    carried as f16 (tiles.f16_carrier) for fp8 down weights."""
+    `act_in_down`, the partials as SplitSums for the down stage). `h_dtype`: h's dtype in the model (default x's;
+    bf16 where x is carried f16); `h_carrier`: h rounded to it and carried as f16 (tiles.f16_carrier)."""
+    h_dtype = h_dtype or x.dtype
     if launch.splits == 1:
         return outs[0]
     if act_in_down:
-        return SplitSums(outs[0], x.dtype), SplitSums(outs[1], x.dtype)
+        return SplitSums(outs[0], h_dtype), SplitSums(outs[1], h_dtype)
     h = silu_mul(outs[0].sum(0), outs[1].sum(0))
     if h_carrier:  # rounded as the bf16 model rounds h, then carried as f16 (tiles.f16_carrier)
-        return tiles.f16_carrier(h.astype(jnp.bfloat16))
-    return h.astype(x.dtype)
+        return tiles.f16_carrier(h.astype(h_dtype))
+    return h.astype(h_dtype)
 
 
 def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in_down: bool = False,
-                  h_carrier: bool = False) -> jax.Array | tuple[SplitSums, SplitSums]:
-    """h [slots, T, ffw] in x's dtype (`h_carrier`: as f16, see finish_gate_up): act(x . gate) * (x . up) of each
-    live slot's expert (zeros elsewhere). With K splits and `act_in_down`: the (gate, up) float32 partials, for
-    `down_stage` to finish."""
+                  h_carrier: bool = False, h_dtype=None) -> jax.Array | tuple[SplitSums, SplitSums]:
+    """h [slots, T, ffw] in `h_dtype` (x's; `h_carrier`: carried as f16, see finish_gate_up): act(x . gate) *
+    (x . up) of each live slot's expert (zeros elsewhere). With K splits and `act_in_down`: the (gate, up) float32
+    partials, for `down_stage` to finish."""
     (op, g_arrays), (_, u_arrays) = operand(gate), operand(up)
     check_launch(op, launch)
     t, a = x.shape[0], ids_flat.shape[0]
-    out_shape, out_specs = stage_outputs(x, op, a, launch, jnp.float16 if h_carrier else None)
+    out_shape, out_specs = stage_outputs(x, op, a, launch, jnp.float16 if h_carrier else h_dtype)
     kernel = functools.partial(_gate_up_kernel, op=op, tokens=t, num_slots=a, launch=launch,
                                fused=launch.splits == 1, carrier=h_carrier)
     outs = pl.pallas_call(
@@ -381,7 +382,7 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in
         interpret=interpret,
         name=f"moe_gate_up_{op.fmt}_t{t}_{launch.tag()}",
     )(ids_flat, x, *g_arrays, *u_arrays)
-    return finish_gate_up(outs, x, launch, act_in_down, h_carrier)
+    return finish_gate_up(outs, x, launch, act_in_down, h_carrier, h_dtype)
 
 
 def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpret: bool) -> jax.Array:
@@ -414,10 +415,12 @@ def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpre
     )(ids_flat, wts_flat, *h_args, *d_arrays)
 
 
-@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret", "act_in_down"))
+@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret", "act_in_down", "x_carried"))
 def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu",
-                    config: Config | None = None, interpret: bool = False, act_in_down: bool = False) -> jax.Array:
-    """float32 [splits, T * top_k, T, embed]: the down stage's output before the final sum (see module doc)."""
+                    config: Config | None = None, interpret: bool = False, act_in_down: bool = False,
+                    x_carried: bool = False) -> jax.Array:
+    """float32 [splits, T * top_k, T, embed]: the down stage's output before the final sum (see module doc).
+    `x_carried`: x is float16 holding a bf16 model's rows (dgjax/pallas/carrier.py); h is then rounded as bf16."""
     t, k = expert_ids.shape
     if not supports(t, gate, up, down, hidden_act):
         raise ValueError(f"the MoE decode kernel does not support T={t}, {hidden_act!r} or these weights")
@@ -426,15 +429,19 @@ def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str =
     wts_flat = weights.reshape(t * k).astype(jnp.float32)
     # h reaches fp8 down weights as f16 (tiles.f16_carrier), which the activation's fusion (or the unsplit gate/up
     # stage) writes at no cost: the down stage does not rescale it in every K step
-    carrier = tiles.carries_f16(tiles.describe(down), x.dtype)
-    h = gate_up_stage(x, ids_flat, gate, up, cfg.gate_up, interpret, act_in_down, h_carrier=carrier)
+    model_dtype = jnp.dtype(jnp.bfloat16) if x_carried else x.dtype
+    carrier = tiles.carries_f16(tiles.describe(down), model_dtype)
+    h = gate_up_stage(x, ids_flat, gate, up, cfg.gate_up, interpret, act_in_down, h_carrier=carrier,
+                      h_dtype=model_dtype)
     return down_stage(h, ids_flat, wts_flat, down, k, cfg.down, interpret)
 
 
-@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret", "act_in_down"))
+@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret", "act_in_down", "x_carried"))
 def moe_decode(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu",
-               config: Config | None = None, interpret: bool = False, act_in_down: bool = False) -> jax.Array:
-    """ref.moe_decode's result [T, embed] in x's dtype, reading each routed expert once (see module doc)."""
+               config: Config | None = None, interpret: bool = False, act_in_down: bool = False,
+               x_carried: bool = False) -> jax.Array:
+    """ref.moe_decode's result [T, embed] in x's dtype (bf16 where `x_carried`: x is f16 holding a bf16 model's
+    rows, dgjax/pallas/carrier.py), reading each routed expert once (see module doc)."""
     parts = expert_partials(x, expert_ids, weights, gate, up, down, hidden_act=hidden_act, config=config,
-                            interpret=interpret, act_in_down=act_in_down)
-    return parts.sum(axis=(0, 1)).astype(x.dtype)
+                            interpret=interpret, act_in_down=act_in_down, x_carried=x_carried)
+    return parts.sum(axis=(0, 1)).astype(jnp.bfloat16 if x_carried else x.dtype)
