@@ -28,7 +28,6 @@ from dgjax.models import blocks
 from dgjax.models.ops import matmul
 from dgjax.models.params import ParamSpec, normal_init, zeros_init
 from dgjax.pallas import moe_decode, moe_prefill, moe_routing
-from dgjax.pallas.carrier import f16_carrier
 from dgjax.pallas.launch import choose_impl
 
 IMPLS = ("auto", "ragged", "gather")
@@ -209,22 +208,10 @@ def moe_block(p: MoEParams, x: jax.Array, cfg: ModelConfig, impl: str | None = N
                                                  routing_rule(cfg), cfg.hidden_act, p.router.score_bias,
                                                  flat_valid).reshape(x.shape)
         else:
-            carried = None
-            if p.shared is None and _auto(impl) and moe_decode.carries_rows(
-                    flat.shape[0], p.experts.gate, p.experts.up, p.experts.down, cfg.hidden_act, flat.dtype):
-                # the norm's fusion writes x once, as f16 (dgjax/pallas/carrier.py): the experts' fp8 gate/up kernel
-                # takes it as it is and the router reads the same bf16 values back (a shared expert would need
-                # a bf16 copy of its own: an extra launch, so models with one keep bf16 rows)
-                carried = f16_carrier(flat)
-                flat = carried.astype(flat.dtype)
             with jax.named_scope("router"):
                 ids, weights = route(p.router, flat, cfg, flat_valid)
             with jax.named_scope("experts"):
-                if carried is not None:
-                    y = moe_decode.moe_decode(carried, ids, weights, p.experts.gate, p.experts.up, p.experts.down,
-                                              cfg.hidden_act, impl="kernel", x_carried=True).reshape(x.shape)
-                else:
-                    y = moe_experts(flat, ids, weights, p.experts, cfg.hidden_act, impl).reshape(x.shape)
+                y = moe_experts(flat, ids, weights, p.experts, cfg.hidden_act, impl).reshape(x.shape)
         if p.shared is not None:
             with jax.named_scope("shared_expert"):
                 y = y + blocks.gated_mlp(p.shared, x, cfg.hidden_act)

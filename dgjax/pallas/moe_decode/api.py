@@ -71,13 +71,11 @@ def use_kernel(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str, impl
 def moe_decode(
     x: jax.Array, expert_ids: jax.Array, weights: jax.Array, gate: Any, up: Any, down: Any,
     hidden_act: str = "silu", impl: str | None = None, config: kernel.Config | None = None,
-    x_carried: bool = False,
 ) -> jax.Array:
     """sum_j weights[t, j] * down(act(gate(x_t)) * up(x_t)) over expert expert_ids[t, j] -> [T, embed].
 
     x [T, embed]; expert_ids int32 [T, top_k] (valid expert indices); weights [T, top_k]. `config` sets the
-    kernel's launch knobs (default: `kernel.default_config`). `x_carried`: x is float16 holding a bf16 model's
-    rows (dgjax/pallas/carrier.py; callers check `carries_rows` first): the result is bf16.
+    kernel's launch knobs (default: `kernel.default_config`).
     """
     if use_kernel(x.shape[0], gate, up, down, hidden_act, impl):
         if fusion() == "expert" and config is None and fused.supports(x.shape[0], gate, up, down, hidden_act):
@@ -85,17 +83,8 @@ def moe_decode(
                                     interpret=jax.default_backend() != "gpu")
         return kernel.moe_decode(x, expert_ids, weights, gate, up, down, hidden_act=hidden_act, config=config,
                                  interpret=jax.default_backend() != "gpu", act_in_down=act_in_down(),
-                                 x_carried=x_carried)
-    if x_carried:
-        raise ValueError("carried f16 rows reach only the two-stage MoE decode kernel (see carries_rows)")
+                                 carry_h=kernel.carries_h(x.dtype, down))  # static: a switch retraces
     return ref.moe_decode(x, expert_ids, weights, gate, up, down, hidden_act)
-
-
-def carries_rows(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str, x_dtype) -> bool:
-    """Whether `moe_decode` can take bf16 rows carried as f16 (dgjax/pallas/carrier.py): the two-stage kernel runs
-    fp8 gate/up weights under the f16 dot, which then skips its per-step rescaling of x."""
-    return (use_kernel(tokens, gate, up, down, hidden_act) and fusion() == "none"
-            and kernel.tiles.carries_f16(kernel.describe(gate), x_dtype))
 
 
 def use_routed(tokens: int, num_experts: int, rule: RoutingRule, gate: Any, up: Any, down: Any,

@@ -346,30 +346,29 @@ def stage_outputs(x, op: Operand, num_slots: int, launch: Launch, h_dtype=None):
     return [part, part], [pl.BlockSpec((None, None, t, bn), lambda i, j, s: (s, i, 0, j))] * 2
 
 
-def finish_gate_up(outs, x, launch: Launch, act_in_down: bool, h_carrier: bool = False, h_dtype=None):
+def finish_gate_up(outs, x, launch: Launch, act_in_down: bool, h_carrier: bool = False):
     """The stage's result from its kernel outputs: h, or with K splits the summed act(gate) * up (or, with
-    `act_in_down`, the partials as SplitSums for the down stage). `h_dtype`: h's dtype in the model (default x's;
-    bf16 where x is carried f16); `h_carrier`: h rounded to it and carried as f16 (tiles.f16_carrier)."""
-    h_dtype = h_dtype or x.dtype
+    `act_in_down`, the partials as SplitSums for the down stage). `h_carrier`: h is rounded to x's bf16 and
+    carried as f16 (tiles.f16_carrier) for fp8 down weights."""
     if launch.splits == 1:
         return outs[0]
     if act_in_down:
-        return SplitSums(outs[0], h_dtype), SplitSums(outs[1], h_dtype)
+        return SplitSums(outs[0], x.dtype), SplitSums(outs[1], x.dtype)
     h = silu_mul(outs[0].sum(0), outs[1].sum(0))
     if h_carrier:  # rounded as the bf16 model rounds h, then carried as f16 (tiles.f16_carrier)
-        return tiles.f16_carrier(h.astype(h_dtype))
-    return h.astype(h_dtype)
+        return tiles.f16_carrier(h.astype(jnp.bfloat16))
+    return h.astype(x.dtype)
 
 
 def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in_down: bool = False,
-                  h_carrier: bool = False, h_dtype=None) -> jax.Array | tuple[SplitSums, SplitSums]:
-    """h [slots, T, ffw] in `h_dtype` (x's; `h_carrier`: carried as f16, see finish_gate_up): act(x . gate) *
-    (x . up) of each live slot's expert (zeros elsewhere). With K splits and `act_in_down`: the (gate, up) float32
-    partials, for `down_stage` to finish."""
+                  h_carrier: bool = False) -> jax.Array | tuple[SplitSums, SplitSums]:
+    """h [slots, T, ffw] in x's dtype (`h_carrier`: as f16, see finish_gate_up): act(x . gate) * (x . up) of each
+    live slot's expert (zeros elsewhere). With K splits and `act_in_down`: the (gate, up) float32 partials, for
+    `down_stage` to finish."""
     (op, g_arrays), (_, u_arrays) = operand(gate), operand(up)
     check_launch(op, launch)
     t, a = x.shape[0], ids_flat.shape[0]
-    out_shape, out_specs = stage_outputs(x, op, a, launch, jnp.float16 if h_carrier else h_dtype)
+    out_shape, out_specs = stage_outputs(x, op, a, launch, jnp.float16 if h_carrier else None)
     kernel = functools.partial(_gate_up_kernel, op=op, tokens=t, num_slots=a, launch=launch,
                                fused=launch.splits == 1, carrier=h_carrier)
     outs = pl.pallas_call(
@@ -382,7 +381,7 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in
         interpret=interpret,
         name=f"moe_gate_up_{op.fmt}_t{t}_{launch.tag()}",
     )(ids_flat, x, *g_arrays, *u_arrays)
-    return finish_gate_up(outs, x, launch, act_in_down, h_carrier, h_dtype)
+    return finish_gate_up(outs, x, launch, act_in_down, h_carrier)
 
 
 def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpret: bool) -> jax.Array:
@@ -415,33 +414,35 @@ def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpre
     )(ids_flat, wts_flat, *h_args, *d_arrays)
 
 
-@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret", "act_in_down", "x_carried"))
+@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret", "act_in_down", "carry_h"))
 def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu",
                     config: Config | None = None, interpret: bool = False, act_in_down: bool = False,
-                    x_carried: bool = False) -> jax.Array:
+                    carry_h: bool | None = None) -> jax.Array:
     """float32 [splits, T * top_k, T, embed]: the down stage's output before the final sum (see module doc).
-    `x_carried`: x is float16 holding a bf16 model's rows (dgjax/pallas/carrier.py); h is then rounded as bf16."""
+    `carry_h`: whether h reaches the down stage as carried f16 (default: `carries_h`, read when traced)."""
     t, k = expert_ids.shape
     if not supports(t, gate, up, down, hidden_act):
         raise ValueError(f"the MoE decode kernel does not support T={t}, {hidden_act!r} or these weights")
     cfg = config or default_config(gate, down, t, k)
     ids_flat = expert_ids.reshape(t * k).astype(jnp.int32)
     wts_flat = weights.reshape(t * k).astype(jnp.float32)
-    # h reaches fp8 down weights as f16 (tiles.f16_carrier), which the activation's fusion (or the unsplit gate/up
-    # stage) writes at no cost: the down stage does not rescale it in every K step
-    model_dtype = jnp.dtype(jnp.bfloat16) if x_carried else x.dtype
-    carrier = tiles.carries_f16(tiles.describe(down), model_dtype)
-    h = gate_up_stage(x, ids_flat, gate, up, cfg.gate_up, interpret, act_in_down, h_carrier=carrier,
-                      h_dtype=model_dtype)
+    carrier = carries_h(x.dtype, down) if carry_h is None else carry_h
+    h = gate_up_stage(x, ids_flat, gate, up, cfg.gate_up, interpret, act_in_down, h_carrier=carrier)
     return down_stage(h, ids_flat, wts_flat, down, k, cfg.down, interpret)
 
 
-@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret", "act_in_down", "x_carried"))
+def carries_h(x_dtype, down) -> bool:
+    """Whether h reaches fp8 down weights as f16 (dgjax/pallas/carrier.py), written at no cost by the activation's
+    fusion (or the unsplit gate/up stage), so the down stage does not rescale it in every K step. (x itself stays
+    bf16: carried, the router's GEMM and the gate/up stage each got slower on the H200, s22c-e.)"""
+    return tiles.carries_f16(describe(down), x_dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("hidden_act", "config", "interpret", "act_in_down", "carry_h"))
 def moe_decode(x, expert_ids, weights, gate, up, down, *, hidden_act: str = "silu",
                config: Config | None = None, interpret: bool = False, act_in_down: bool = False,
-               x_carried: bool = False) -> jax.Array:
-    """ref.moe_decode's result [T, embed] in x's dtype (bf16 where `x_carried`: x is f16 holding a bf16 model's
-    rows, dgjax/pallas/carrier.py), reading each routed expert once (see module doc)."""
+               carry_h: bool | None = None) -> jax.Array:
+    """ref.moe_decode's result [T, embed] in x's dtype, reading each routed expert once (see module doc)."""
     parts = expert_partials(x, expert_ids, weights, gate, up, down, hidden_act=hidden_act, config=config,
-                            interpret=interpret, act_in_down=act_in_down, x_carried=x_carried)
-    return parts.sum(axis=(0, 1)).astype(jnp.bfloat16 if x_carried else x.dtype)
+                            interpret=interpret, act_in_down=act_in_down, carry_h=carry_h)
+    return parts.sum(axis=(0, 1)).astype(x.dtype)
