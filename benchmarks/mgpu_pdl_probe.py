@@ -18,7 +18,8 @@ and the same with a Pallas-Triton kernel for the known behaviour (XLA's PDL laun
 From the device trace: the gap from the predecessor's end to the kernel's start (negative: started early) and
 the kernel's duration. Each result is checked against jnp.
 
-    python3 -m benchmarks.mgpu_pdl_probe --out $OUT      # GPU only
+    python3 -m benchmarks.mgpu_pdl_probe --out $OUT      # GPU
+    python -m benchmarks.mgpu_pdl_probe --smoke          # CPU: each chain lowered for CUDA, nothing run
 """
 
 from __future__ import annotations
@@ -73,8 +74,11 @@ def _triton_call(x, w):
         o_ref[...] = w_ref[...].astype(jnp.float32)
         xo_ref[...] = x_ref[...] * 2.0
 
+    from jax.experimental.pallas import triton as pltriton
+
     return pl.pallas_call(body, out_shape=(jax.ShapeDtypeStruct((N, N), jnp.float32),
-                                           jax.ShapeDtypeStruct((N,), jnp.float32)), name="triton_ref")(x, w)
+                                           jax.ShapeDtypeStruct((N,), jnp.float32)),
+                          compiler_params=pltriton.CompilerParams(), name="triton_ref")(x, w)
 
 
 def chain(kernel):
@@ -107,16 +111,34 @@ def measure(name: str, run, big, w, reps: int) -> dict:
                 kernels=sorted(names)[:8])
 
 
-def main(argv=None) -> int:
+CASES = ("wait_first", "load_first", "no_wait")
+
+
+def smoke() -> list[str]:
+    """Each chain lowered for CUDA without a GPU: (case, backend custom call, griddepcontrol mentions)."""
+    big, w = jax.ShapeDtypeStruct((1024, N), jnp.bfloat16), jax.ShapeDtypeStruct((N, N), jnp.bfloat16)
+    lines = []
+    for name, kernel in [("triton", _triton_call)] + [(m, _mgpu_kernel(m)) for m in CASES]:
+        text = chain(kernel).trace(big, w).lower(lowering_platforms=("cuda",)).as_text()
+        target = "mosaic_gpu_v2" if "mosaic_gpu_v2" in text else "triton" if "triton" in text else "?"
+        lines.append(f"{name}: {target}, griddepcontrol x{text.count('griddepcontrol')}")
+    print("\n".join(lines))
+    return lines
+
+
+def main(argv=None) -> int | list[str]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--smoke", action="store_true", help="CPU: lower each chain for CUDA, run nothing")
     args = ap.parse_args(argv)
+    if args.smoke:
+        return smoke()
     key = jax.random.key(0)
     big = jax.random.normal(key, (BIG_ROWS, N), jnp.bfloat16)
     w = jax.random.normal(jax.random.key(1), (N, N), jnp.bfloat16)
     rows = []
-    cases = [("triton", _triton_call)] + [(m, _mgpu_kernel(m)) for m in ("wait_first", "load_first", "no_wait")]
+    cases = [("triton", _triton_call)] + [(m, _mgpu_kernel(m)) for m in CASES]
     for name, kernel in cases:
         try:
             rows.append(measure(name, chain(kernel), big, w, args.reps))
@@ -137,4 +159,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(0 if isinstance(result := main(), list) else result)
