@@ -136,9 +136,11 @@ def test_moe_down_stage_takes_carried_h(gate_up_splits, monkeypatch):
     assert h_carried.dtype == jnp.float16 and h_plain.dtype == jnp.bfloat16
     np.testing.assert_array_equal(np.asarray(h_carried, np.float32), np.asarray(h_plain, np.float32))
     args = (x, jnp.asarray(ids), jnp.asarray(weights), gate, up, down)
+    assert moe_kernel.carries_h(x.dtype, down)
     on = np.asarray(moe_kernel.moe_decode(*args, interpret=True), np.float32)
+    off = np.asarray(moe_kernel.moe_decode(*args, interpret=True, carry_h=False), np.float32)
     monkeypatch.setenv("DGJAX_F16_CARRY", "off")
-    off = np.asarray(moe_kernel.moe_decode.__wrapped__(*args, interpret=True), np.float32)
+    assert not moe_kernel.carries_h(x.dtype, down)
     want = np.asarray(moe_ref.moe_decode(*args), np.float32)
     np.testing.assert_allclose(on, off, rtol=0, atol=1e-2 * np.abs(want).max())
     np.testing.assert_allclose(on, want, rtol=0, atol=3e-2 * np.abs(want).max())

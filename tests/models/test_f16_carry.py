@@ -48,7 +48,7 @@ def _fp8_model(tmp_path):
     return cfg, fuse_projections(fp8, mesh, sharding.DEFAULT_RULES), mesh
 
 
-def _decode(cfg, params, mesh, monkeypatch, carry: str, seen: list):
+def _decode(cfg, params, mesh, monkeypatch, carry: str):
     monkeypatch.setenv("DGJAX_F16_CARRY", carry)
     import paged_runner
 
@@ -75,9 +75,9 @@ def test_fp8_kernels_take_carried_f16_rows_and_decode_as_without(tmp_path, monke
     real = gemv_api.kernel.quant_gemv
     monkeypatch.setattr(gemv_api.kernel, "quant_gemv", lambda x, w, *a, **k: seen.append(
         (jnp.dtype(x.dtype), jnp.dtype(k.get("out_dtype") or x.dtype))) or real(x, w, *a, **k))
-    on = _decode(cfg, params, mesh, monkeypatch, "on", seen)
+    on = _decode(cfg, params, mesh, monkeypatch, "on")
     carried, seen[:] = list(seen), []
-    off = _decode(cfg, params, mesh, monkeypatch, "off", seen)
+    off = _decode(cfg, params, mesh, monkeypatch, "off")
     layers = cfg.num_hidden_layers
     # q/k/v, o and down of every layer took f16 rows (gate/up's norm output has another reader in MoE models,
     # so the dense gate/up keeps bf16 here too) and gave bf16 results
@@ -112,9 +112,9 @@ def test_fp8_moe_down_stage_takes_carried_h_and_decodes_as_without(tmp_path, mon
     seen: list = []  # h's dtype at every MoE decode kernel traced
     real = moe_kernel.down_stage
     monkeypatch.setattr(moe_kernel, "down_stage", lambda h, *a, **k: seen.append(jnp.dtype(h.dtype)) or real(h, *a, **k))
-    on = _decode(cfg, params, mesh, monkeypatch, "on", seen)
+    on = _decode(cfg, params, mesh, monkeypatch, "on")
     carried, seen[:] = list(seen), []
-    off = _decode(cfg, params, mesh, monkeypatch, "off", seen)
+    off = _decode(cfg, params, mesh, monkeypatch, "off")
     assert carried and all(h == jnp.float16 for h in carried), carried
     assert seen and all(h == jnp.bfloat16 for h in seen), seen
     assert np.isfinite(on).all()
