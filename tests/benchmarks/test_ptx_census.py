@@ -24,6 +24,18 @@ def test_stages_lower_to_triton_ir_in_both_fp8_dot_modes(monkeypatch):
     jax.clear_caches()
 
 
+def test_f16_rows_reach_the_gate_up_loop_without_its_row_max(monkeypatch):
+    """`--x-dtype float16` (the carried rows of dgjax/pallas/carrier.py): under the default f16 dot the gate/up stage
+    takes the rows as they are, so its row max (an arith.maxnumf reduction) is gone; on bf16 rows it is there."""
+    monkeypatch.delenv("DGJAX_FP8_DOT", raising=False)
+    jax.clear_caches()
+    gate_up = {dt: next(t for n, t in ptx_census.triton_modules("qwen3-30b-a3b", "fp8", 2, dt).items()
+                        if n.startswith("moe_gate_up")) for dt in ("bfloat16", "float16")}
+    jax.clear_caches()
+    assert "arith.maxnumf" in gate_up["bfloat16"] and "arith.maxnumf" not in gate_up["float16"]
+    assert "xf16>" in gate_up["float16"]
+
+
 def test_census_counts_opcodes_only():
     ptx = """.version 8.7
 .target sm_90
