@@ -22,3 +22,7 @@ show_tick() {
   grep -h '^| pallas>pallas' $OUT/$1/*.md; grep -h '^CUDA graphs XLA re-recorded' $OUT/$1/*.md | cut -c1-220
   grep -q "command_buffer_thunk" $OUT/$1.log 2>/dev/null && python3 -m benchmarks.graph_updates $OUT/$1.log
 }
+# `q NAME [TIMEOUT]` / `g NAME [TIMEOUT]`: qwen3-30b-a3b / glm-4.5-air fp8 C1 (the MoE A/B staples) with show_tick.
+# Scripts that define their own q / g (sessions up to 22) replace these.
+q() { run $1 ${2:-90} --preset qwen3-30b-a3b --quantize fp8 --concurrency 1; show_tick $1; }
+g() { XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 run $1 ${2:-110} --preset glm-4.5-air --quantize fp8 --concurrency 1; show_tick $1; }

@@ -3,12 +3,7 @@
 # until the budget ends, so each arm draws both modes; then glm-4.5-air fp8 C1 once (s22c-d: 185.9 / 186.0).
 BUDGET_S=${BUDGET_S:-480}
 source benchmarks/campaign_lib.sh
-q() { run $1 90 --preset qwen3-30b-a3b --quantize fp8 --concurrency 1; show_tick $1; }
-g() { XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 run $1 110 --preset glm-4.5-air --quantize fp8 --concurrency 1; show_tick $1; }
-q q_on_1
-DGJAX_F16_CARRY=off q q_off_1
-q q_on_2
-DGJAX_F16_CARRY=off q q_off_2
+for i in 1 2; do q q_on_$i; DGJAX_F16_CARRY=off q q_off_$i; done
 q q_on_3
-g g_on_1
+g g_on_1  # q and g: campaign_lib.sh
 (cd $OUT && tar czf runs.tgz */ *.log 2>/dev/null && rm -rf */ *.log)  # a call returns at most 8 files
