@@ -16,10 +16,10 @@ measured in the same run; the summary (best launch per case and stage against th
     python3 -m benchmarks.launch_sweep --out $OUT          # GPU
     python -m benchmarks.launch_sweep --smoke              # CPU: tiny shapes, kernels interpreted, no timing
 
-`--default-only` times each case's default launch alone; `--x-dtype float16` feeds the dense cases float16
-rows, which under DGJAX_FP8_DOT=x meet the fp8 tile as they are (the default f16 dot's paired weight
-conversion without its per-step rescaling of x): against the default on bfloat16 rows, the price of the x work
-every program repeats in every K step (session 21).
+`--default-only` times each case's default launch alone; `--x-dtype float16` feeds every case float16 rows, which
+the default f16 dot takes as they are (since session 22; under DGJAX_FP8_DOT=x too): against bfloat16 rows, the
+price of the x work every program repeats in every K step (session 21), and for the experts the gate/up stage on
+f16 rows in isolation (the engine's down stage gets carried f16 h on bf16 rows too: dgjax/pallas/carrier.py).
 """
 
 from __future__ import annotations
@@ -261,18 +261,18 @@ def sweep_dense(shapes: dict, rows: int, gpu: bool, calls: int, budget_s: float,
     return out
 
 
-def moe_case(case: str, e: int, h: int, f: int, top_k: int, rows: int, gpu: bool):
+def moe_case(case: str, e: int, h: int, f: int, top_k: int, rows: int, gpu: bool, x_dtype=jnp.bfloat16):
     """(dense float32 gate, up, down; copies; routing ids per copy; routing weights; x rows) of one expert
     case. Each copy routes every row to its own top_k experts (copy c: experts c*top_k .. c*top_k + top_k - 1),
     so a timed call over all copies reads its weights from HBM; the rows share their experts, as one stream's
-    padding row does."""
+    padding row does. x in `x_dtype`."""
     key = jax.random.key(len(case))
     dense = [0.05 * jax.random.normal(jax.random.fold_in(key, i), s, jnp.float32)
              for i, s in enumerate(((e, h, f), (e, h, f), (e, f, h)))]
     copies = e // top_k if gpu else 1
     ids = [jnp.tile(jnp.arange(c * top_k, (c + 1) * top_k, dtype=jnp.int32)[None], (rows, 1)) for c in range(copies)]
     wts = jax.nn.softmax(jax.random.normal(jax.random.fold_in(key, 7), (rows, top_k)), -1)
-    x = jax.random.normal(jax.random.fold_in(key, 9), (rows, h), jnp.float32).astype(jnp.bfloat16)
+    x = jax.random.normal(jax.random.fold_in(key, 9), (rows, h), jnp.float32).astype(x_dtype)
     return dense, copies, ids, wts, x
 
 
@@ -283,10 +283,10 @@ def moe_weights(dense: list, fmt: str) -> tuple:
 
 
 def sweep_moe(shapes: dict, fmts: tuple[str, ...], rows: int, gpu: bool, calls: int, budget_s: float,
-              t0: float, launch_set: str = "basic") -> list[Row]:
+              t0: float, launch_set: str = "basic", x_dtype=jnp.bfloat16) -> list[Row]:
     out = []
     for case, (e, h, f, top_k) in shapes.items():
-        dense, copies, ids, wts, x = moe_case(case, e, h, f, top_k, rows, gpu)
+        dense, copies, ids, wts, x = moe_case(case, e, h, f, top_k, rows, gpu, x_dtype)
         for fmt in fmts:
             ws = moe_weights(dense, fmt)
             per_expert = sum(a.nbytes for a in jax.tree_util.tree_leaves(ws)) / e
@@ -387,7 +387,7 @@ def main(argv=None) -> list[Row]:
     p.add_argument("--cases", help="comma-separated case names to keep (default: all)")
     p.add_argument("--fmts", default="fp8,bf16", help="MoE weight formats")
     p.add_argument("--default-only", action="store_true", help="each case's default launch, nothing else")
-    p.add_argument("--x-dtype", choices=("bfloat16", "float16"), default="bfloat16", help="dense cases' rows")
+    p.add_argument("--x-dtype", choices=("bfloat16", "float16"), default="bfloat16", help="every case's rows")
     args = p.parse_args(argv)
     launch_set = ("default" if args.default_only else "balanced" if args.balanced else "stages" if args.stages
                   else "wide" if args.wide else "deep" if args.deep else "basic")
@@ -400,7 +400,7 @@ def main(argv=None) -> list[Row]:
     rows = []
     if args.only in ("moe", "all"):
         rows += sweep_moe(keep(SMOKE_MOE if args.smoke else MOE), tuple(args.fmts.split(",")), args.rows, gpu,
-                          args.calls, args.budget_s, time.perf_counter(), launch_set)
+                          args.calls, args.budget_s, time.perf_counter(), launch_set, jnp.dtype(args.x_dtype))
     if args.only in ("dense", "all"):
         rows += sweep_dense(keep(SMOKE_DENSE if args.smoke else DENSE), args.rows, gpu, args.calls, args.budget_s,
                             time.perf_counter(), launch_set, jnp.dtype(args.x_dtype))

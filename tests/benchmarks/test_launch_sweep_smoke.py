@@ -31,6 +31,14 @@ def test_default_only_with_float16_rows_checks_one_launch_a_case(monkeypatch):
     assert rows[0].rel_err is not None and rows[0].rel_err < 1e-2 and not rows[0].note
 
 
+def test_experts_on_float16_rows_check_against_the_reference():
+    """--x-dtype float16 reaches the MoE cases too (the gate/up stage on carried-f16-like rows, session 22)."""
+    rows = launch_sweep.main(["--smoke", "--only", "moe", "--default-only", "--fmts", "fp8", "--x-dtype", "float16"])
+    assert {(r.case, r.fmt, r.stage, r.default) for r in rows} == {
+        ("smoke experts", "fp8", stage, True) for stage in ("gate_up", "down", "both")}
+    assert all(r.rel_err is not None and r.rel_err < 1e-2 and not r.note for r in rows)
+
+
 def test_trace_attribution_follows_run_order(monkeypatch):
     events = [{"name": n, "dur": d} for n, d in [
         ("gemm_fusion_dot", 5.0), ("quant_gemv_fp8_r2_bn32_bk128_s2_w4_st3", 3.0), ("loop_reduce_fusion", 1.0),
