@@ -204,9 +204,9 @@ def _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, co
             qkv = matmul(x[:, 0], p.qkv, norm=input_norm, eps=cfg.rms_norm_eps, keep_splits=True, carry=True)
             qkv = split_sums.add_bias(qkv, p.qkv_bias)
         cos, sin = cos_sin
-        # an fp8 o GEMV takes the merged heads as carried f16 (tiles.f16_carrier), written by the merge kernel
+        # an fp8 o GEMV takes the merged heads as carried f16 (dgjax/pallas/carrier.py), written by the merge kernel
         carry_o = is_quantized(p.o) and quant_gemv.carries_input(
-            jax.ShapeDtypeStruct((x.shape[0], 1, p.o.in_shape[0], p.o.in_shape[1]), x.dtype), p.o, contract=2)
+            jax.ShapeDtypeStruct((x.shape[0], 1) + tuple(p.o.in_shape), x.dtype), p.o, contract=2)
         o, k_pages, v_pages = fused_decode.decode_attention(
             qkv, cos[:, 0], sin[:, 0], k_pages, v_pages, batch.block_tables, batch.context_lens,
             batch.positions, batch.query_lens, slots, scale=cfg.head_dim**-0.5, eps=cfg.rms_norm_eps,

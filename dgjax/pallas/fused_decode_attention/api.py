@@ -60,7 +60,7 @@ def decode_attention(
     [B, 1] -> (out [B, H, D], k_pages, v_pages). `page_offset`: the layer's first page in a pool several layers
     share, added to `block_tables` and `slots` (the kernel adds it as it reads them). `prefetch`: the weight the
     caller multiplies the output by next (see `prefetch_array`). `carry_f16`: where the kernel runs, the output is
-    its bf16 values carried as f16 (moe_decode.tiles.f16_carrier), for an fp8 o GEMV; the reference keeps bf16."""
+    its bf16 values carried as f16 (dgjax/pallas/carrier.py), for an fp8 o GEMV; the reference keeps bf16."""
     chosen = paged.resolve_impl(impl)
     on_gpu = jax.default_backend() == "gpu"
     use_kernel = (chosen == "kernel" or (chosen == "auto" and on_gpu)) and supported(

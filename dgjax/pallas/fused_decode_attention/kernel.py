@@ -338,7 +338,7 @@ def fused_decode_attention(
     Only its first `prefetch_max_bytes` if given. Skipped where its size is not a multiple of
     PREFETCH_ROW_BYTES. `with_sink` (tests) also returns the prefetch programs' checksums, float32 [programs]:
     each the sum of the rows it read, as float32.
-    carry_f16: out holds its bf16 values carried as float16 (moe_decode.tiles.f16_carrier), which the split
+    carry_f16: out holds its bf16 values carried as float16 (dgjax/pallas/carrier.py), which the split
     merge writes at no cost, for an fp8 o GEMV that then skips its per-step rescaling of x.
     """
     parts = qkv.parts.shape[0] if isinstance(qkv, SplitSums) else 0

@@ -42,6 +42,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas.carrier import f16_carrier
 from dgjax.pallas.launch import Launch, choose_impl, env_count, sm_count, split_steps, target_programs, whole
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
@@ -256,7 +257,7 @@ def _gate_up_kernel(ids_ref, x_ref, *refs, op: Operand, tokens: int, num_slots: 
 def gate_up_body(x_ref, g_refs, u_refs, out_refs, expert, live, *, op: Operand, tokens: int, launch: Launch,
                  fused: bool, carrier: bool = False):
     """A gate/up program's work once its slot's expert (and whether the slot is live) is known. `carrier`: the h
-    this stage stores unsplit is bf16 rows carried as f16 (tiles.f16_carrier)."""
+    this stage stores unsplit is bf16 rows carried as f16 (dgjax/pallas/carrier.py)."""
     j, s = pl.program_id(1), pl.program_id(2)
     bk, bn = launch.block_k, launch.block_n
     n0 = j * bn
@@ -279,7 +280,7 @@ def gate_up_body(x_ref, g_refs, u_refs, out_refs, expert, live, *, op: Operand, 
         (h_ref,) = out_refs
         h = silu_mul(acc_g, acc_u)
         if carrier:  # rounded as the bf16 model rounds h, then carried as f16
-            h = tiles.f16_carrier(h.astype(jnp.bfloat16))
+            h = f16_carrier(h)
         tiles.store_rows(h_ref, h.astype(h_ref.dtype), tokens)
     else:
         g_out, u_out = out_refs
@@ -349,14 +350,14 @@ def stage_outputs(x, op: Operand, num_slots: int, launch: Launch, h_dtype=None):
 def finish_gate_up(outs, x, launch: Launch, act_in_down: bool, h_carrier: bool = False):
     """The stage's result from its kernel outputs: h, or with K splits the summed act(gate) * up (or, with
     `act_in_down`, the partials as SplitSums for the down stage). `h_carrier`: h is rounded to x's bf16 and
-    carried as f16 (tiles.f16_carrier) for fp8 down weights."""
+    carried as f16 (dgjax/pallas/carrier.py) for fp8 down weights."""
     if launch.splits == 1:
         return outs[0]
     if act_in_down:
         return SplitSums(outs[0], x.dtype), SplitSums(outs[1], x.dtype)
     h = silu_mul(outs[0].sum(0), outs[1].sum(0))
-    if h_carrier:  # rounded as the bf16 model rounds h, then carried as f16 (tiles.f16_carrier)
-        return tiles.f16_carrier(h.astype(jnp.bfloat16))
+    if h_carrier:  # rounded as the bf16 model rounds h, then carried as f16
+        return f16_carrier(h)
     return h.astype(x.dtype)
 
 

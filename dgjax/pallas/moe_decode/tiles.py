@@ -37,9 +37,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from dgjax.pallas import fp8_mma, pdl
-from dgjax.pallas import carrier
-from dgjax.pallas.carrier import f16_carrier  # noqa: F401  (the kernels and their apis reach it through tiles)
+from dgjax.pallas import carrier, fp8_mma, pdl
 from dgjax.pallas.launch import choose_impl
 from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, is_quantized
 

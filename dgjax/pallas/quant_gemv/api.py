@@ -30,6 +30,7 @@ from typing import Any
 import jax
 
 from dgjax.pallas import stacked
+from dgjax.pallas.carrier import f16_carrier
 from dgjax.pallas.gemv.ref import rms_norm
 from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.moe_decode import tiles
@@ -80,12 +81,19 @@ def fusions() -> tuple[bool, bool]:
     return chosen in ("all", "norm"), chosen in ("all", "splits")
 
 
-def carries_input(x: jax.Array, w: Any, *, contract: int = 1, impl: str | None = None) -> bool:
-    """Whether `quant_matmul(x, w)` runs the kernel on an fp8 weight under the f16 dot with bf16 x: then a producer
-    kernel of x may hand it over as f16 (`tiles.f16_carrier`; e.g. the decode attention's merge for o)."""
-    rows = math.prod(x.shape[: x.ndim - contract])
+def _kernel_takes(x: Any, w: Any, contract: int, impl: str | None) -> tuple[tuple[int, ...], int, bool]:
+    """(x's lead shape, its row count, whether `quant_matmul` runs the kernel on it)."""
+    lead = tuple(x.shape[: x.ndim - contract])
+    rows = math.prod(lead)
     shaped = contract == w.in_dims and not w.expert_dims and tuple(x.shape[x.ndim - contract:]) == w.in_shape
-    return shaped and use_kernel(rows, w, x.dtype, impl) and tiles.carries_f16(kernel.describe(w), x.dtype)
+    return lead, rows, shaped and use_kernel(rows, w, x.dtype, impl)
+
+
+def carries_input(x: Any, w: Any, *, contract: int = 1, impl: str | None = None) -> bool:
+    """Whether `quant_matmul(x, w)` (x an array or a shape struct) runs the kernel on an fp8 weight under the f16 dot
+    with bf16 x: then a producer kernel of x may hand it over as f16 (dgjax/pallas/carrier.py; e.g. the decode
+    attention's merge for o)."""
+    return _kernel_takes(x, w, contract, impl)[2] and tiles.carries_f16(kernel.describe(w), x.dtype)
 
 
 def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = None, impl: str | None = None,
@@ -98,21 +106,18 @@ def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = No
     `keep_splits`: where the kernel splits K, the result is a `SplitSums` of [splits, *lead, *out] partials
     (its `value()` is the ordinary result); an array otherwise.
     `carry`: the caller's x comes out of an XLA fusion that has no other reader (a norm, an activation), so where
-    the kernel runs an fp8 weight under the f16 dot, x is handed over as f16 (`tiles.f16_carrier`, which that
+    the kernel runs an fp8 weight under the f16 dot, x is handed over as f16 (`carrier.f16_carrier`, which that
     fusion absorbs) and the kernel skips its per-step rescaling of x; the result keeps x's dtype."""
     if norm is not None and contract != 1:
         raise ValueError("quant_matmul fuses a norm only over one contracted dim")
-    lead = x.shape[: x.ndim - contract]
-    rows = math.prod(lead)
-    shaped = contract == w.in_dims and not w.expert_dims and tuple(x.shape[x.ndim - contract:]) == w.in_shape
-    kernel_ok = shaped and use_kernel(rows, w, x.dtype, impl)
+    lead, rows, kernel_ok = _kernel_takes(x, w, contract, impl)
     fuse_norm, fuse_splits = fusions()
     if norm is not None and not (kernel_ok and fuse_norm):
         x, norm = rms_norm(x, stacked.value(norm), eps), None
     if not kernel_ok:
         return reference_matmul(x, w, contract=contract, out_dtype=out_dtype)
-    if carry and norm is None and tiles.carries_f16(kernel.describe(w), x.dtype):  # see tiles.f16_carrier
-        x, out_dtype = tiles.f16_carrier(x), out_dtype or x.dtype
+    if carry and norm is None and tiles.carries_f16(kernel.describe(w), x.dtype):
+        x, out_dtype = f16_carrier(x), out_dtype or x.dtype
     stack, row = (None, 0) if norm is None else stacked.as_stack(norm)
     late = norm is not None and choose_impl(None, NORM_ENV_VAR, NORM_MODES, "fused norm", "prologue") == "late"
     out = kernel.quant_gemv(x.reshape(rows, w.k), w, stack, row, out_dtype=out_dtype, launch=launch, eps=eps,
