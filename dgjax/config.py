@@ -128,6 +128,7 @@ DEFAULT_DECODE_BUCKETS = (1, 2, 4, 8, 16)
 # Llama-3.1-8B); with --max-concurrency 1 (then still width 1) the fp8 MoE engines left the device idle
 # 63-66% of each tick (benchmarks/results/2026-12-01-*-fp8-*), so a single slot gets width 2 as well.
 MIN_DECODE_WIDTH = 2
+MIN_DECODE_WIDTH_ENV = "DGJAX_MIN_DECODE_WIDTH"  # a probe of that choice on today's kernels (benchmarks)
 DEFAULT_PREFILL_BUCKETS = (16, 64, 256, 1024)
 
 
@@ -170,9 +171,10 @@ class EngineConfig:
     def used_decode_buckets(self) -> tuple[int, ...]:
         """Decode widths up to and including the first bucket that holds max_concurrency.
 
-        Widths under MIN_DECODE_WIDTH are raised to it (padding rows), even with a single slot.
+        Widths under MIN_DECODE_WIDTH ($DGJAX_MIN_DECODE_WIDTH if set) are raised to it (padding rows), even
+        with a single slot.
         """
-        floor = MIN_DECODE_WIDTH
+        floor = min_decode_width()
         out = []
         for b in sorted({max(b, floor) for b in self.decode_buckets}):
             out.append(b)
@@ -181,3 +183,13 @@ class EngineConfig:
         if out[-1] < self.max_concurrency:
             out.append(self.max_concurrency)
         return tuple(out)
+
+
+def min_decode_width() -> int:
+    """The narrowest decode executable: MIN_DECODE_WIDTH, or $DGJAX_MIN_DECODE_WIDTH (an integer >= 1)."""
+    raw = os.environ.get(MIN_DECODE_WIDTH_ENV, "").strip()
+    if not raw:
+        return MIN_DECODE_WIDTH
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{MIN_DECODE_WIDTH_ENV} must be an integer >= 1, got {raw!r}")
+    return int(raw)

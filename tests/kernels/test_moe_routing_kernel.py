@@ -22,8 +22,8 @@ def _inputs(tokens, experts, seed, valid=None):
     return logits, bias, valid
 
 
-def _check(logits, bias, valid, rule):
-    got_ids, got_w = kernel.select_experts(logits, valid, bias, rule=rule, interpret=True)
+def _check(logits, bias, valid, rule, num_warps=kernel.DEFAULT_WARPS):
+    got_ids, got_w = kernel.select_experts(logits, valid, bias, rule=rule, num_warps=num_warps, interpret=True)
     want_ids, want_w = ref.select_experts(logits, rule, bias, valid)
     np.testing.assert_array_equal(np.asarray(got_ids), np.asarray(want_ids))
     np.testing.assert_allclose(np.asarray(got_w), np.asarray(want_w), rtol=1e-6, atol=1e-7)
@@ -39,6 +39,16 @@ def test_kernel_matches_reference(rule, tokens, experts):
     if rule.top_k > experts:
         pytest.skip("top_k above the expert count is not a routing")
     _check(*_inputs(tokens, experts, seed=tokens * 1000 + experts), rule)
+
+
+@pytest.mark.parametrize("num_warps", [1, 2])
+@pytest.mark.parametrize("tokens,experts,rule", [(2, 128, QWEN3), (3, 512, RoutingRule("softmax", 10, True)),
+                                                 (2, 128, GLM45)])
+def test_fewer_warps_rank_in_more_steps_and_select_alike(num_warps, tokens, experts, rule):
+    """One or two warps take smaller comparison tiles (more loop steps: 512 experts at one warp rank in
+    64 steps of 8 x 512), and pick the same experts with the same weights."""
+    assert experts // max(1, kernel.RANK_TILE_PER_WARP * num_warps // experts) > 1
+    _check(*_inputs(tokens, experts, seed=num_warps * 100 + tokens), rule, num_warps=num_warps)
 
 
 @pytest.mark.parametrize("valid", [[False, True], [True, False, True, False], [False, False, True],
@@ -74,12 +84,25 @@ def test_the_bias_steers_the_choice_but_not_the_weights():
 
 @pytest.mark.parametrize("tokens,experts,rule", [(2, 128, QWEN3), (16, 128, GLM45), (4, 512, RoutingRule(
     "softmax", 10, norm_topk_prob=True)), (6, 160, GLM45)])
-def test_kernel_lowers_to_a_valid_triton_module(tokens, experts, rule, verified_triton_lowering):
+@pytest.mark.parametrize("num_warps", [1, 4])
+def test_kernel_lowers_to_a_valid_triton_module(tokens, experts, rule, num_warps, verified_triton_lowering):
     spec = jax.ShapeDtypeStruct
     args = (spec((tokens, experts), jnp.float32), spec((tokens,), jnp.bool_), spec((experts,), jnp.float32))
-    lowered = jax.jit(lambda *a: kernel.select_experts(*a, rule=rule)).trace(*args).lower(
+    lowered = jax.jit(lambda *a: kernel.select_experts(*a, rule=rule, num_warps=num_warps)).trace(*args).lower(
         lowering_platforms=("cuda",))
-    assert verified_triton_lowering == [True] and "moe_select" in lowered.as_text()
+    assert verified_triton_lowering == [True] and f"_w{num_warps}" in lowered.as_text()
+
+
+def test_warps_come_from_the_environment_and_are_checked(monkeypatch):
+    logits, bias, valid = _inputs(2, 128, seed=5)
+    monkeypatch.setenv(api.ENV_VAR, "kernel")
+    monkeypatch.setenv(api.WARPS_ENV_VAR, "1")
+    assert "moe_select_softmax_t2_e128_k8_w1" in str(jax.make_jaxpr(
+        lambda a, b, c: api.select_experts(a, QWEN3, b, c))(logits, bias, valid))
+    for bad in ("3", "0", "two"):
+        monkeypatch.setenv(api.WARPS_ENV_VAR, bad)
+        with pytest.raises(ValueError, match="warps"):
+            api.select_experts(logits, QWEN3, bias, valid)
 
 
 def test_dispatch(monkeypatch):

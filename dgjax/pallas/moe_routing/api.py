@@ -19,6 +19,7 @@ Dispatch (decided at trace time):
   H200 (s14d) the ranking cost the gate/up stage ~9 µs a layer (qwen3-30b-a3b fp8: 20.2 vs 11.4 µs) against
   ~4 µs of selection launches saved; C1 335.1 vs 360.5 tok/s (qwen3 fp8), 154.9 vs 167.8 (glm-4.5-air fp8).
 `impl=None` reads DGJAX_MOE_ROUTING (auto | ref | kernel | fused, default auto).
+DGJAX_MOE_ROUTING_WARPS (a power of two, default kernel.DEFAULT_WARPS): the selection kernel's warps a program.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from dgjax.pallas.launch import choose_impl
+from dgjax.pallas.launch import choose_impl, env_count
 from dgjax.pallas.moe_routing import kernel, ref
 from dgjax.pallas.moe_routing.ref import RoutingRule
 
 IMPLS = ("auto", "ref", "kernel", "fused")
 ENV_VAR = "DGJAX_MOE_ROUTING"
+WARPS_ENV_VAR = "DGJAX_MOE_ROUTING_WARPS"
 GPU_PREFERRED_SCORING = ("sigmoid",)  # where the kernel won in the engine on the H200 (see above)
 
 
@@ -60,4 +62,6 @@ def select_experts(logits: jax.Array, rule: RoutingRule, score_bias: jax.Array |
         return ref.select_experts(logits, rule, score_bias, valid)
     bias = jnp.zeros((e,), jnp.float32) if score_bias is None else score_bias
     valid = jnp.ones((n,), jnp.bool_) if valid is None else valid
-    return kernel.select_experts(logits, valid, bias, rule=rule, interpret=jax.default_backend() != "gpu")
+    warps = env_count(WARPS_ENV_VAR, kernel.DEFAULT_WARPS, "moe routing warps", minimum=1)
+    return kernel.select_experts(logits, valid, bias, rule=rule, num_warps=warps,
+                                 interpret=jax.default_backend() != "gpu")

@@ -41,7 +41,8 @@ def supports(tokens: int, num_experts: int, rule: RoutingRule) -> bool:
             and 1 <= rule.top_k <= min(num_experts, MAX_TOP_K) and num_experts <= MAX_EXPERTS)
 
 
-RANK_TILE = 16384  # elements of one [chunk, E] comparison tile
+RANK_TILE_PER_WARP = 4096  # elements of one [chunk, E] comparison tile, per warp (128 a thread)
+DEFAULT_WARPS = 4
 
 
 # ---------------------------------------------------------------- row helpers (also used by moe_decode.routed)
@@ -73,12 +74,12 @@ def row_scores(logits_ref, bias_ref, src, idx, ok, experts: int, rule: RoutingRu
     return sig, jnp.where(ok, sig + bias, -jnp.inf)
 
 
-def row_ranks(scores, choice, experts: int):
+def row_ranks(scores, choice, experts: int, num_warps: int = DEFAULT_WARPS):
     """int32 [1, ep]: each expert's rank in the row (how many come before it: larger choice score, or equal
-    and lower index: lax.top_k's order), as sums of [chunk, ep] comparison tiles. `scores(idx, ok)` gives
-    (source, choice) of experts idx."""
+    and lower index: lax.top_k's order), as sums of [chunk, ep] comparison tiles of about
+    RANK_TILE_PER_WARP elements a warp. `scores(idx, ok)` gives (source, choice) of experts idx."""
     ep = choice.shape[1]
-    chunk = max(1, min(ep, RANK_TILE // ep))
+    chunk = max(1, min(ep, RANK_TILE_PER_WARP * num_warps // ep))
     col = lax.broadcasted_iota(jnp.int32, (1, ep), 1)
 
     def rank_step(c, rank):
@@ -116,7 +117,7 @@ def top_k_weights(source, rank, experts: int, rule: RoutingRule):
 
 
 def _select_kernel(logits_ref, bias_ref, valid_ref, ids_ref, w_ref, *, tokens: int, experts: int,
-                   rule: RoutingRule):
+                   rule: RoutingRule, num_warps: int):
     ep = pl.next_power_of_2(experts)
     t = pl.program_id(0)
     rows, valid, first = valid_rows(valid_ref, tokens)
@@ -127,7 +128,7 @@ def _select_kernel(logits_ref, bias_ref, valid_ref, ids_ref, w_ref, *, tokens: i
 
     col = lax.broadcasted_iota(jnp.int32, (1, ep), 1)
     source, choice = scores(col, col < experts)  # [1, ep]
-    ids, wts, picked = top_k_weights(source, row_ranks(scores, choice, experts), experts, rule)
+    ids, wts, picked = top_k_weights(source, row_ranks(scores, choice, experts, num_warps), experts, rule)
     wts = jnp.where(mine, wts, 0.0)
     # Masked, not clamped: the interpreter applies a masked store as read-select-write, so a clamped
     # index would write an old value over a real one.
@@ -137,25 +138,28 @@ def _select_kernel(logits_ref, bias_ref, valid_ref, ids_ref, w_ref, *, tokens: i
     plgpu.store(w_ref.at[row, kk], wts, mask=picked)
 
 
-@functools.partial(jax.jit, static_argnames=("rule", "interpret"))
+@functools.partial(jax.jit, static_argnames=("rule", "num_warps", "interpret"))
 def select_experts(logits: jax.Array, valid: jax.Array, score_bias: jax.Array, *, rule: RoutingRule,
-                   interpret: bool = False) -> tuple[jax.Array, jax.Array]:
+                   num_warps: int = DEFAULT_WARPS, interpret: bool = False) -> tuple[jax.Array, jax.Array]:
     """ref.select_experts(logits, rule, score_bias, valid) for T <= 16 tokens in one kernel.
 
     logits [T, E] (any float dtype; float32 inside); valid bool [T]; score_bias float32 [E] (zeros when the
-    model has none; read only by sigmoid routing)."""
+    model has none; read only by sigmoid routing). num_warps: a power of two; with one warp every reduction
+    of the ranking stays inside the warp (shuffles, no shared-memory round trip)."""
     t, e = logits.shape
     if not supports(t, e, rule):
         raise ValueError(f"the routing kernel does not support T={t}, E={e}, {rule}")
+    if num_warps < 1 or num_warps & (num_warps - 1):
+        raise ValueError(f"num_warps must be a power of two, got {num_warps}")
     k = rule.top_k
     ids, wts = pl.pallas_call(
-        functools.partial(_select_kernel, tokens=t, experts=e, rule=rule),
+        functools.partial(_select_kernel, tokens=t, experts=e, rule=rule, num_warps=num_warps),
         grid=(t,),
         in_specs=[whole((t, e)), whole((e,)), whole((t,))],
         out_specs=[whole((t, k)), whole((t, k))],
         out_shape=[jax.ShapeDtypeStruct((t, k), jnp.int32), jax.ShapeDtypeStruct((t, k), jnp.float32)],
-        compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=1),
+        compiler_params=plgpu.CompilerParams(num_warps=num_warps, num_stages=1),
         interpret=interpret,
-        name=f"moe_select_{rule.scoring}_t{t}_e{e}_k{k}",
+        name=f"moe_select_{rule.scoring}_t{t}_e{e}_k{k}_w{num_warps}",
     )(logits.astype(jnp.float32), score_bias.astype(jnp.float32), valid.astype(jnp.int32))
     return ids, wts
