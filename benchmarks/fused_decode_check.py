@@ -80,6 +80,10 @@ def step(impl: str, scale: float, splits: int | None = None, stages: int | None 
 
 
 KERNEL_NAMES = ("fused_decode_attention", "split_merge")
+SHAPES = [  # (name, KV heads, q heads a KV head, head dim, rotary dim, q/k norm)
+    ("llama-3.1-8b", 8, 4, 128, 128, False), ("qwen3-8b", 8, 4, 128, 128, True),
+    ("qwen3-30b-a3b", 4, 8, 128, 128, True), ("glm-4.5-air", 8, 12, 128, 64, False),
+]
 
 
 def device_us(fn, calls: int, names: tuple[str, ...] | None = None) -> float:
@@ -108,15 +112,14 @@ def main(argv=None) -> None:
     ap.add_argument("--block-tokens", default="0", help="keys per loop step to time (0: the default)")
     ap.add_argument("--warps", default="0", help="warps per program to time (0: the api's launch, 4 warps)")
     ap.add_argument("--padding-row", action="store_true", help="one idle row more, as the engine's C1 bucket")
-    ap.add_argument("--shapes", default="llama-3.1-8b,qwen3-8b")
+    ap.add_argument("--shapes", default="llama-3.1-8b,qwen3-8b", help=f"of {[sh[0] for sh in SHAPES]}")
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args(argv)
     split_counts = [int(x) or None for x in a.splits.split(",")]
     launches = [(sp, int(st) or None, int(bt) or None, int(w) or None) for sp in split_counts
                 for st in a.stages.split(",") for bt in a.block_tokens.split(",") for w in a.warps.split(",")]
     gpu = jax.default_backend() == "gpu"
-    shapes = [sh for sh in [("llama-3.1-8b", 8, 4, 128, 128, False), ("qwen3-8b", 8, 4, 128, 128, True)]
-              if sh[0] in a.shapes.split(",")]
+    shapes = [sh for sh in SHAPES if sh[0] in a.shapes.split(",")]
     batches, contexts = list(map(int, a.batches.split(","))), list(map(int, a.contexts.split(",")))
     layers, max_len = 8, a.max_len
     if a.smoke:
