@@ -337,6 +337,14 @@ def test_split_programs_switch_sets_the_split_count(monkeypatch):
     assert any("_s17" in w for w in name("264")) and any("_s33" in w for w in name("528"))
     with pytest.raises(ValueError, match="DGJAX_ATTENTION_PROGRAMS"):
         name("many")
+    monkeypatch.setenv("DGJAX_ATTENTION_BLOCK_TOKENS", "128")  # 128 programs: 8 splits, now of 128-key steps
+    assert any("_bk128_s8" in w for w in name("128"))
+    monkeypatch.delenv("DGJAX_ATTENTION_BLOCK_TOKENS")
+    assert any("_bk64_s8" in w for w in name("128"))
+    for bad in ("100", "8"):
+        monkeypatch.setenv("DGJAX_ATTENTION_BLOCK_TOKENS", bad)
+        with pytest.raises(ValueError, match="DGJAX_ATTENTION_BLOCK_TOKENS"):
+            name("128")
 
 
 def test_long_tables_get_wider_steps_and_in_the_one_stream_bucket_twice_the_splits():

@@ -24,6 +24,7 @@ from dgjax.pallas.paged_attention import api as paged
 
 SKIP_IDLE_ENV_VAR = "DGJAX_ATTENTION_SKIP_IDLE"
 PROGRAMS_ENV_VAR = "DGJAX_ATTENTION_PROGRAMS"
+BLOCK_TOKENS_ENV_VAR = "DGJAX_ATTENTION_BLOCK_TOKENS"
 PREFETCH_ENV_VAR = "DGJAX_PREFETCH_O"
 PREFETCH_MAX_BYTES = 16 << 20  # a third of the H200's 50 MB L2
 
@@ -32,6 +33,15 @@ def split_programs() -> int | None:
     """$DGJAX_ATTENTION_PROGRAMS: the grid size the split rule aims at (default: a couple per SM, padding rows
     counted); for A/B of the split count at long contexts."""
     return env_count(PROGRAMS_ENV_VAR, None, "a program count", minimum=1)
+
+
+def block_tokens() -> int | None:
+    """$DGJAX_ATTENTION_BLOCK_TOKENS: keys a loop step (a power of two >= 16; the split count then follows the
+    paged rule for it); default: `kernel.default_launch`'s choice. For A/B of the launch."""
+    bk = env_count(BLOCK_TOKENS_ENV_VAR, None, "keys a step", minimum=16)
+    if bk is not None and bk & (bk - 1):
+        raise ValueError(f"{BLOCK_TOKENS_ENV_VAR} must be a power of two, got {bk}")
+    return bk
 
 
 def prefetch_array(w):
@@ -80,7 +90,8 @@ def decode_attention(
         assert k_row == norm_row, (k_row, norm_row)
     return kernel.fused_decode_attention(
         qkv, cos, sin, k_pages, v_pages, block_tables, start, end, slots[:, 0], q_norm, k_norm,
-        scale=scale, eps=eps, num_splits=num_splits, split_programs=split_programs(), norm_row=norm_row,
+        scale=scale, eps=eps, block_tokens=block_tokens(), num_splits=num_splits, split_programs=split_programs(),
+        norm_row=norm_row,
         page_offset=page_offset, skip_idle=skip_idle(), prefetch=prefetch_array(prefetch),
         prefetch_max_bytes=PREFETCH_MAX_BYTES, carry_f16=carry_f16, interpret=not on_gpu,
     )
