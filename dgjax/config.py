@@ -10,6 +10,8 @@ import json
 import os
 from typing import Any
 
+from dgjax.env import env_count
+
 
 @dataclasses.dataclass(frozen=True)
 class RopeScaling:
@@ -187,9 +189,4 @@ class EngineConfig:
 
 def min_decode_width() -> int:
     """The narrowest decode executable: MIN_DECODE_WIDTH, or $DGJAX_MIN_DECODE_WIDTH (an integer >= 1)."""
-    raw = os.environ.get(MIN_DECODE_WIDTH_ENV, "").strip()
-    if not raw:
-        return MIN_DECODE_WIDTH
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{MIN_DECODE_WIDTH_ENV} must be an integer >= 1, got {raw!r}")
-    return int(raw)
+    return env_count(MIN_DECODE_WIDTH_ENV, MIN_DECODE_WIDTH, "a decode width", minimum=1)

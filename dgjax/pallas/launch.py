@@ -53,16 +53,6 @@ def choose_impl(impl: str | None, env_var: str, impls: tuple[str, ...], what: st
     return chosen
 
 
-def env_count(env_var: str, default: int | None, what: str, minimum: int = 0) -> int | None:
-    """A kernel api's integer switch: $env_var (read at trace time) as an int >= `minimum`, else `default`."""
-    raw = os.environ.get(env_var, "").strip()
-    if not raw:
-        return default
-    if not raw.isdigit() or int(raw) < minimum:
-        raise ValueError(f"{env_var} must be {what} (an integer >= {minimum}), got {raw!r}")
-    return int(raw)
-
-
 def whole(shape) -> pl.BlockSpec:
     """A BlockSpec handing every program the whole array (kernels that index it themselves)."""
     return pl.BlockSpec(shape, lambda *_: (0,) * len(shape))

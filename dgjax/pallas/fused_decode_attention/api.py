@@ -19,7 +19,8 @@ import jax
 
 from dgjax.pallas import split_sums, stacked
 from dgjax.pallas.fused_decode_attention import kernel, ref
-from dgjax.pallas.launch import choose_impl, env_count
+from dgjax.env import env_count
+from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.paged_attention import api as paged
 
 SKIP_IDLE_ENV_VAR = "DGJAX_ATTENTION_SKIP_IDLE"
@@ -38,10 +39,7 @@ def split_programs() -> int | None:
 def block_tokens() -> int | None:
     """$DGJAX_ATTENTION_BLOCK_TOKENS: keys a loop step (a power of two >= 16; the split count then follows the
     paged rule for it); default: `kernel.default_launch`'s choice. For A/B of the launch."""
-    bk = env_count(BLOCK_TOKENS_ENV_VAR, None, "keys a step", minimum=16)
-    if bk is not None and bk & (bk - 1):
-        raise ValueError(f"{BLOCK_TOKENS_ENV_VAR} must be a power of two, got {bk}")
-    return bk
+    return env_count(BLOCK_TOKENS_ENV_VAR, None, "keys a step", minimum=16, power_of_two=True)
 
 
 def prefetch_array(w):

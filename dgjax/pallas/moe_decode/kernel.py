@@ -43,7 +43,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas.carrier import f16_carrier
-from dgjax.pallas.launch import Launch, choose_impl, env_count, sm_count, split_steps, target_programs, whole
+from dgjax.env import env_count
+from dgjax.pallas.launch import Launch, choose_impl, sm_count, split_steps, target_programs, whole
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
 from dgjax.pallas.split_sums import SplitSums

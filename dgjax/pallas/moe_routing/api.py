@@ -27,7 +27,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from dgjax.pallas.launch import choose_impl, env_count
+from dgjax.env import env_count
+from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.moe_routing import kernel, ref
 from dgjax.pallas.moe_routing.ref import RoutingRule
 
@@ -62,6 +63,6 @@ def select_experts(logits: jax.Array, rule: RoutingRule, score_bias: jax.Array |
         return ref.select_experts(logits, rule, score_bias, valid)
     bias = jnp.zeros((e,), jnp.float32) if score_bias is None else score_bias
     valid = jnp.ones((n,), jnp.bool_) if valid is None else valid
-    warps = env_count(WARPS_ENV_VAR, kernel.DEFAULT_WARPS, "moe routing warps", minimum=1)
+    warps = env_count(WARPS_ENV_VAR, kernel.DEFAULT_WARPS, "moe routing warps", minimum=1, power_of_two=True)
     return kernel.select_experts(logits, valid, bias, rule=rule, num_warps=warps,
                                  interpret=jax.default_backend() != "gpu")

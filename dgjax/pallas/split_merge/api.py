@@ -15,7 +15,7 @@ from __future__ import annotations
 import jax
 
 from dgjax.pallas.carrier import f16_carrier
-from dgjax.pallas.launch import env_count
+from dgjax.env import env_count
 from dgjax.pallas.split_merge import kernel, ref
 
 MAX_KERNEL_ROWS = 2
