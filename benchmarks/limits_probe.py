@@ -1,0 +1,227 @@
+"""What a decode step can cost at best on this GPU under the engine's launch structure: the HBM read ceiling
+measured several ways, the floor of one dependent kernel boundary inside a CUDA graph, and a projection's time
+as fixed cost + bytes / bandwidth.
+
+Why: the MoE and llama targets of issues 3 and 4 are still unmet after every fusion that removed launches lost
+on the H200 (sessions 7-23). This probe puts numbers on the model those sessions argued from: a decode step
+costs about (kernels a step) x (the floor of a boundary) + (bytes a step) / (read bandwidth), and a projection
+about a + bytes / b. With a and b fitted here, the best step a preset can reach with its kernel count follows,
+and so whether a target is reachable without fewer launches.
+
+Cases, each a dependent chain inside one jit (one CUDA graph: `--xla_gpu_graph_min_graph_size=1`, dgjax's
+default flags), timed by wall clock over many asynchronous calls and one sync (benchmarks/ceilings.time_async);
+one traced call counts the kernels a call runs:
+- read ceilings of one ~8.6 GB bf16 array: row sums (the ceiling every decode_bench run reports), column sums,
+  a full sum, and a Pallas kernel streaming it (dgjax/pallas/l2_prefetch, evict_first) at several grid sizes;
+- boundary floor: a chain of `--chain` tiny Pallas kernels (each reads the previous one's [8, 128] float32 output,
+  1 or 132 programs), with PDL triggers off and on (dgjax/pallas/pdl.py); a chain of tiny XLA fusions (elementwise
+  steps kept apart by optimization barriers);
+- projection ladder: x[2, K] . W[K, K] chained over distinct weights (each step's input the previous output), for
+  bf16 weights through XLA's dot and fp8 block weights through the quantized GEMV kernel (dgjax/pallas/quant_gemv:
+  its split-K partial sum counted), K from 1024 to 11264; least squares of time against bytes gives a and b.
+
+    python3 -m benchmarks.limits_probe --out $OUT        # GPU
+    python -m benchmarks.limits_probe --smoke           # CPU: tiny sizes, kernels interpreted, timings meaningless
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import pallas as pl
+
+from benchmarks.ceilings import time_async
+from benchmarks.device_trace import trace_events
+from benchmarks.launch_sweep import fp8_node
+from benchmarks.report import machine_info, markdown_table, write_lines
+from dgjax.pallas import pdl
+from dgjax.pallas.l2_prefetch import kernel as stream_kernel
+from dgjax.pallas.quant_gemv import api as gemv_api
+
+LADDER_K = (1024, 2048, 3072, 4096, 6144, 8192, 11264)
+SMOKE_K = (256, 512)
+CHAIN_BYTES = 2 << 30  # a ladder call reads at least this much (many steps for small K), at most MAX_STEPS
+MAX_STEPS = 256
+MIN_STEPS = 8
+STREAM_PROGRAMS = (132, 264, 528, 1056)
+
+
+def read_ceilings(nbytes: int, calls: int, repeats: int, interpret: bool) -> list[tuple[str, float]]:
+    """(name, bytes/s) for one bf16 array of about `nbytes`, read whole each way."""
+    rows = 4096 if nbytes >= 4096 * 4096 * 2 else 256
+    cols = max(nbytes // (2 * rows), 1024)
+    x = jax.jit(lambda k: jax.vmap(lambda r: jax.random.uniform(r, (cols,), jnp.bfloat16, -1.0, 1.0))(
+        jax.random.split(k, rows)))(jax.random.key(0))
+    ways = {
+        "row sums (decode_bench's ceiling)": jax.jit(lambda a: jnp.sum(a, axis=1, dtype=jnp.float32)),
+        "column sums": jax.jit(lambda a: jnp.sum(a, axis=0, dtype=jnp.float32)),
+        "full sum": jax.jit(lambda a: jnp.sum(a, dtype=jnp.float32)),
+    }
+    for p in STREAM_PROGRAMS:
+        ways[f"Pallas stream, {p} programs"] = jax.jit(functools.partial(
+            stream_kernel.l2_prefetch, programs=p, eviction_policy="evict_first", interpret=interpret))
+    out = []
+    for name, fn in ways.items():
+        t = time_async(lambda fn=fn: fn(x), calls, repeats)
+        out.append((name, x.nbytes / t.median_s))
+    x.delete()
+    return out
+
+
+def _tiny_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 0.5 + pl.program_id(0).astype(jnp.float32)
+
+
+def tiny_pallas(x: jax.Array, programs: int, interpret: bool) -> jax.Array:
+    """[programs * 8, 128] float32 -> the same: each program reads and writes its 4 KB block."""
+    return pl.pallas_call(_tiny_kernel, grid=(programs,),
+                          in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                          out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=interpret,
+                          name=f"tiny_p{programs}")(x)
+
+
+def _compiled(fn, args, pdl_mode: str | None):
+    ctx = pdl.model_default(pdl_mode) if pdl_mode else contextlib.nullcontext()
+    with ctx:
+        return jax.jit(fn).lower(*args).compile()
+
+
+def kernels_a_call(compiled, args) -> int:
+    """Kernels one call runs (device trace; 0 where the platform records none)."""
+    names = [e["name"] for e in trace_events(lambda: jax.block_until_ready(compiled(*args)))]
+    return len([n for n in names if not n.startswith("Memcpy")])
+
+
+def boundary_floors(chain: int, calls: int, repeats: int, interpret: bool) -> list[list]:
+    """Rows: case, kernels a call, µs a call, µs a kernel."""
+    rows = []
+    for programs in (1, 132):
+        x = jnp.ones((programs * 8, 128), jnp.float32)
+
+        def run(a, programs=programs):
+            for _ in range(chain):
+                a = tiny_pallas(a, programs, interpret)
+            return a
+
+        for mode in ("off", "on"):
+            c = _compiled(run, (x,), mode)
+            t = time_async(lambda c=c: c(x), calls, repeats).median_s
+            n = kernels_a_call(c, (x,)) or chain
+            rows.append([f"Pallas, {programs} program(s), PDL triggers {mode}", n, f"{t * 1e6:.1f}",
+                         f"{t * 1e6 / n:.2f}"])
+    x = jnp.ones((2, 2048), jnp.float32)
+
+    def xla_chain(a):
+        for i in range(chain):
+            a = lax.optimization_barrier(jnp.sin(a) * (1.0 + 1e-3 * i))
+        return a
+
+    c = _compiled(xla_chain, (x,), None)
+    t = time_async(lambda: c(x), calls, repeats).median_s
+    n = kernels_a_call(c, (x,)) or chain
+    rows.append(["XLA elementwise fusion [2, 2048]", n, f"{t * 1e6:.1f}", f"{t * 1e6 / n:.2f}"])
+    return rows
+
+
+def _weights(k: int, steps: int, fp8: bool):
+    make = jax.jit(lambda key: jax.random.normal(key, (k, k), jnp.bfloat16) * (1.0 / np.sqrt(k)))
+    keys = jax.random.split(jax.random.key(k), steps)
+    return [fp8_node(make(key), 0) if fp8 else make(key) for key in keys]
+
+
+def ladder(ks: tuple[int, ...], fp8: bool, pdl_mode: str, calls: int, repeats: int, budget_s: float,
+           t0: float) -> list[dict]:
+    """Per K: bytes a weight, steps a call, kernels a step, µs a step (a dependent chain over distinct weights)."""
+    out = []
+    for k in ks:
+        if time.time() - t0 > budget_s:
+            break
+        wbytes = k * k * (1 if fp8 else 2)
+        steps = int(min(MAX_STEPS, max(MIN_STEPS, CHAIN_BYTES // wbytes)))
+        ws = _weights(k, steps, fp8)
+        x = jax.random.normal(jax.random.key(1), (2, k), jnp.bfloat16)
+
+        def run(a, ws):
+            for w in ws:
+                a = gemv_api.quant_matmul(a, w) if fp8 else jnp.dot(a, w, preferred_element_type=jnp.float32)
+                a = a.astype(jnp.bfloat16)
+            return a
+
+        c = _compiled(run, (x, ws), pdl_mode)
+        t = time_async(lambda c=c, ws=ws: c(x, ws), calls, repeats).median_s
+        n = kernels_a_call(c, (x, ws))
+        out.append({"k": k, "bytes": wbytes, "steps": steps, "kernels": n / steps if n else float("nan"),
+                    "us": t * 1e6 / steps})
+        ws = c = None  # free the weights before the next size
+    return out
+
+
+def fit(points: list[dict]) -> tuple[float, float]:
+    """Least squares us = a + bytes / b: (a in µs, b in bytes/s)."""
+    if len(points) < 2:
+        return float("nan"), float("nan")
+    slope, a = np.polyfit([p["bytes"] for p in points], [p["us"] for p in points], 1)
+    return float(a), float(1e6 / slope) if slope > 0 else float("inf")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=None)
+    p.add_argument("--smoke", action="store_true", help="tiny sizes on CPU (kernels interpreted)")
+    p.add_argument("--read-gb", type=float, default=8.6)
+    p.add_argument("--chain", type=int, default=256)
+    p.add_argument("--calls", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--budget-s", type=float, default=400.0, help="ladder sizes start only within this budget")
+    a = p.parse_args(argv)
+    gpu = jax.default_backend() == "gpu"
+    interpret = not gpu
+    if a.smoke:
+        a.read_gb, a.chain, a.calls, a.repeats = 0.004, 4, 1, 1
+    t0 = time.time()
+    info = machine_info()
+    lines = [f"# Limits probe on {info['device_kind']} ({time.strftime('%Y-%m-%d')})", "",
+             f"- machine: {info['device_kind']} x{info['num_devices']} ({info['platform']}), jax {info['jax']}, "
+             f"jaxlib {info['jaxlib']}; environment: {info['environment']}", ""]
+
+    ceilings = read_ceilings(int(a.read_gb * 1e9), a.calls, a.repeats, interpret)
+    best = max(b for _, b in ceilings)
+    lines += ["## Read ceiling (one bf16 array read whole)", ""]
+    lines += markdown_table(["way", "TB/s", "of the best"],
+                            [[n, f"{b / 1e12:.3f}", f"{b / best:.1%}"] for n, b in ceilings])
+
+    lines += ["", f"## Boundary floor (a chain of {a.chain} dependent tiny kernels in one jit)", ""]
+    lines += markdown_table(["case", "kernels a call", "µs a call", "µs a kernel"],
+                            boundary_floors(a.chain, a.calls, a.repeats, interpret))
+
+    lines += ["", "## Projections: x[2, K] . W[K, K], a dependent chain over distinct weights", ""]
+    ks = SMOKE_K if a.smoke else LADDER_K
+    fits = []
+    for label, fp8, mode in (("bf16, XLA dot", False, None), ("fp8 block, quant_gemv, PDL off", True, "off"),
+                             ("fp8 block, quant_gemv, PDL on", True, "on")):
+        pts = ladder(ks, fp8, mode, a.calls, a.repeats, a.budget_s, t0)
+        fa, fb = fit(pts)
+        fits.append([label, f"{fa:.2f}", f"{fb / 1e12:.3f}", f"{fb / best:.1%}"])
+        lines += ["", f"### {label}", ""]
+        lines += markdown_table(["K", "MB a weight", "steps a call", "kernels a step", "µs a step", "TB/s",
+                                 "of the best read"],
+                                [[q["k"], f"{q['bytes'] / 1e6:.1f}", q["steps"], f"{q['kernels']:.1f}",
+                                  f"{q['us']:.2f}", f"{q['bytes'] / q['us'] / 1e6:.3f}",
+                                  f"{q['bytes'] / q['us'] / 1e6 / (best / 1e12):.1%}"] for q in pts])
+    lines += ["", "## Fits: µs a projection = a + bytes / b", ""]
+    lines += markdown_table(["projection", "a µs", "b TB/s", "b of the best read"], fits)
+    lines += ["", f"Wall: {time.time() - t0:.0f} s."]
+    write_lines(a.out, "limits.md", lines)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
