@@ -37,6 +37,7 @@ import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 
+from benchmarks import gpu_state
 from benchmarks.ceilings import time_async
 from benchmarks.device_trace import trace_events
 from benchmarks.launch_sweep import fp8_node
@@ -45,16 +46,19 @@ from dgjax.pallas import pdl
 from dgjax.pallas.l2_prefetch import kernel as stream_kernel
 from dgjax.pallas.quant_gemv import api as gemv_api
 
-LADDER_K = (1024, 2048, 3072, 4096, 6144, 8192, 11264)
-SMOKE_K = (256, 512)
+# (K, N) ladders at the presets' widths: K = 4096 (llama-3.1-8b's hidden, bf16), K = 2048 (qwen3-30b-a3b's, fp8)
+BF16_SHAPES = tuple((4096, n) for n in (1024, 2048, 4096, 6144, 8192, 14336, 28672))
+FP8_SHAPES = tuple((2048, n) for n in (1024, 2048, 4096, 5120, 8192, 16384, 32768))
+SMOKE_SHAPES = ((256, 128), (256, 512))
 CHAIN_BYTES = 2 << 30  # a ladder call reads at least this much (many steps for small K), at most MAX_STEPS
 MAX_STEPS = 256
 MIN_STEPS = 8
 STREAM_PROGRAMS = (132, 264, 528, 1056)
 
 
-def read_ceilings(nbytes: int, calls: int, repeats: int, interpret: bool) -> list[tuple[str, float]]:
-    """(name, bytes/s) for one bf16 array of about `nbytes`, read whole each way."""
+def read_ceilings(nbytes: int, calls: int, repeats: int, interpret: bool, rounds: int = 2) -> list[tuple[str, float]]:
+    """(name, bytes/s: the best of `rounds` interleaved rounds) for one bf16 array of about `nbytes`, read whole
+    each way (interleaved, so a clock still ramping does not favour the ways timed last)."""
     rows = 4096 if nbytes >= 4096 * 4096 * 2 else 256
     cols = max(nbytes // (2 * rows), 1024)
     x = jax.jit(lambda k: jax.vmap(lambda r: jax.random.uniform(r, (cols,), jnp.bfloat16, -1.0, 1.0))(
@@ -67,12 +71,13 @@ def read_ceilings(nbytes: int, calls: int, repeats: int, interpret: bool) -> lis
     for p in STREAM_PROGRAMS:
         ways[f"Pallas stream, {p} programs"] = jax.jit(functools.partial(
             stream_kernel.l2_prefetch, programs=p, eviction_policy="evict_first", interpret=interpret))
-    out = []
-    for name, fn in ways.items():
-        t = time_async(lambda fn=fn: fn(x), calls, repeats)
-        out.append((name, x.nbytes / t.median_s))
+    best = {name: 0.0 for name in ways}
+    for _ in range(rounds):
+        for name, fn in ways.items():
+            t = time_async(lambda fn=fn: fn(x), calls, repeats)
+            best[name] = max(best[name], x.nbytes / t.median_s)
     x.delete()
-    return out
+    return list(best.items())
 
 
 def _tiny_kernel(x_ref, o_ref):
@@ -88,21 +93,40 @@ def tiny_pallas(x: jax.Array, programs: int, interpret: bool) -> jax.Array:
                           name=f"tiny_p{programs}")(x)
 
 
-def _compiled(fn, args, pdl_mode: str | None):
+NO_GRAPH = {"xla_gpu_graph_min_graph_size": "1000000"}  # a compile option: no CUDA graph for this executable
+
+
+def _compiled(fn, args, pdl_mode: str | None, options: dict | None = None):
     ctx = pdl.model_default(pdl_mode) if pdl_mode else contextlib.nullcontext()
     with ctx:
-        return jax.jit(fn).lower(*args).compile()
+        return jax.jit(fn).lower(*args).compile(compiler_options=options)
+
+
+def trace_stats(compiled, args) -> tuple[int, float, float]:
+    """(kernels one call runs, their mean duration µs, device span µs a kernel: first start to last end over the
+    count), from the device trace; (0, nan, nan) where the platform records none."""
+    ev = [e for e in trace_events(lambda: jax.block_until_ready(compiled(*args))) if not e["name"].startswith("Memcpy")]
+    if not ev:
+        return 0, float("nan"), float("nan")
+    span = max(e["ts"] + e["dur"] for e in ev) - min(e["ts"] for e in ev)
+    return len(ev), sum(e["dur"] for e in ev) / len(ev), span / len(ev)
 
 
 def kernels_a_call(compiled, args) -> int:
-    """Kernels one call runs (device trace; 0 where the platform records none)."""
-    names = [e["name"] for e in trace_events(lambda: jax.block_until_ready(compiled(*args)))]
-    return len([n for n in names if not n.startswith("Memcpy")])
+    return trace_stats(compiled, args)[0]
 
 
 def boundary_floors(chain: int, calls: int, repeats: int, interpret: bool) -> list[list]:
-    """Rows: case, kernels a call, µs a call, µs a kernel."""
+    """Rows: case, kernels a call, µs a call (wall), µs a kernel (wall), mean kernel µs and device span µs a kernel
+    (trace)."""
     rows = []
+
+    def row(name, c, x):
+        t = time_async(lambda: c(x), calls, repeats).median_s
+        n, dur, span = trace_stats(c, (x,))
+        n = n or chain
+        rows.append([name, n, f"{t * 1e6:.1f}", f"{t * 1e6 / n:.2f}", f"{dur:.2f}", f"{span:.2f}"])
+
     for programs in (1, 132):
         x = jnp.ones((programs * 8, 128), jnp.float32)
 
@@ -112,11 +136,8 @@ def boundary_floors(chain: int, calls: int, repeats: int, interpret: bool) -> li
             return a
 
         for mode in ("off", "on"):
-            c = _compiled(run, (x,), mode)
-            t = time_async(lambda c=c: c(x), calls, repeats).median_s
-            n = kernels_a_call(c, (x,)) or chain
-            rows.append([f"Pallas, {programs} program(s), PDL triggers {mode}", n, f"{t * 1e6:.1f}",
-                         f"{t * 1e6 / n:.2f}"])
+            row(f"Pallas, {programs} program(s), PDL triggers {mode}", _compiled(run, (x,), mode), x)
+        row(f"Pallas, {programs} program(s), PDL triggers off, no CUDA graph", _compiled(run, (x,), "off", NO_GRAPH), x)
     x = jnp.ones((2, 2048), jnp.float32)
 
     def xla_chain(a):
@@ -124,42 +145,47 @@ def boundary_floors(chain: int, calls: int, repeats: int, interpret: bool) -> li
             a = lax.optimization_barrier(jnp.sin(a) * (1.0 + 1e-3 * i))
         return a
 
-    c = _compiled(xla_chain, (x,), None)
-    t = time_async(lambda: c(x), calls, repeats).median_s
-    n = kernels_a_call(c, (x,)) or chain
-    rows.append(["XLA elementwise fusion [2, 2048]", n, f"{t * 1e6:.1f}", f"{t * 1e6 / n:.2f}"])
+    row("XLA elementwise fusion [2, 2048]", _compiled(xla_chain, (x,), None), x)
+    row("XLA elementwise fusion [2, 2048], no CUDA graph", _compiled(xla_chain, (x,), None, NO_GRAPH), x)
     return rows
 
 
-def _weights(k: int, steps: int, fp8: bool):
-    make = jax.jit(lambda key: jax.random.normal(key, (k, k), jnp.bfloat16) * (1.0 / np.sqrt(k)))
-    keys = jax.random.split(jax.random.key(k), steps)
+def _weights(k: int, n: int, steps: int, fp8: bool):
+    make = jax.jit(lambda key: jax.random.normal(key, (k, n), jnp.bfloat16) * (1.0 / np.sqrt(k)))
+    keys = jax.random.split(jax.random.key(k * 7 + n), steps)
     return [fp8_node(make(key), 0) if fp8 else make(key) for key in keys]
 
 
-def ladder(ks: tuple[int, ...], fp8: bool, pdl_mode: str, calls: int, repeats: int, budget_s: float,
-           t0: float) -> list[dict]:
-    """Per K: bytes a weight, steps a call, kernels a step, µs a step (a dependent chain over distinct weights)."""
+def _next_input(y: jax.Array, k: int) -> jax.Array:
+    """The next step's [rows, K] input from this step's [rows, N] output (sliced or tiled)."""
+    n = y.shape[1]
+    return y[:, :k] if n >= k else jnp.tile(y, (1, k // n))
+
+
+def ladder(shapes: tuple[tuple[int, int], ...], fp8: bool, pdl_mode: str | None, calls: int, repeats: int,
+           budget_s: float, t0: float) -> list[dict]:
+    """Per (K, N): bytes a weight, steps a call, kernels a step, µs a step (a dependent chain over distinct
+    weights, each step's input the previous step's output)."""
     out = []
-    for k in ks:
+    for k, n in shapes:
         if time.time() - t0 > budget_s:
             break
-        wbytes = k * k * (1 if fp8 else 2)
+        wbytes = k * n * (1 if fp8 else 2)
         steps = int(min(MAX_STEPS, max(MIN_STEPS, CHAIN_BYTES // wbytes)))
-        ws = _weights(k, steps, fp8)
+        ws = _weights(k, n, steps, fp8)
         x = jax.random.normal(jax.random.key(1), (2, k), jnp.bfloat16)
 
         def run(a, ws):
             for w in ws:
-                a = gemv_api.quant_matmul(a, w) if fp8 else jnp.dot(a, w, preferred_element_type=jnp.float32)
-                a = a.astype(jnp.bfloat16)
+                y = gemv_api.quant_matmul(a, w) if fp8 else jnp.dot(a, w, preferred_element_type=jnp.float32)
+                a = _next_input(y.astype(jnp.bfloat16), a.shape[1])
             return a
 
         c = _compiled(run, (x, ws), pdl_mode)
         t = time_async(lambda c=c, ws=ws: c(x, ws), calls, repeats).median_s
-        n = kernels_a_call(c, (x, ws))
-        out.append({"k": k, "bytes": wbytes, "steps": steps, "kernels": n / steps if n else float("nan"),
-                    "us": t * 1e6 / steps})
+        kernels = kernels_a_call(c, (x, ws))
+        out.append({"k": k, "n": n, "bytes": wbytes, "steps": steps,
+                    "kernels": kernels / steps if kernels else float("nan"), "us": t * 1e6 / steps})
         ws = c = None  # free the weights before the next size
     return out
 
@@ -172,12 +198,13 @@ def fit(points: list[dict]) -> tuple[float, float]:
     return float(a), float(1e6 / slope) if slope > 0 else float("inf")
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> list[str]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=None)
     p.add_argument("--smoke", action="store_true", help="tiny sizes on CPU (kernels interpreted)")
     p.add_argument("--read-gb", type=float, default=8.6)
     p.add_argument("--chain", type=int, default=256)
+    p.add_argument("--warm-s", type=float, default=10.0)
     p.add_argument("--calls", type=int, default=10)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--budget-s", type=float, default=400.0, help="ladder sizes start only within this budget")
@@ -192,6 +219,8 @@ def main(argv=None) -> None:
              f"- machine: {info['device_kind']} x{info['num_devices']} ({info['platform']}), jax {info['jax']}, "
              f"jaxlib {info['jaxlib']}; environment: {info['environment']}", ""]
 
+    spun = gpu_state.spin(a.warm_s)  # an idle H200 runs its SMs at 345 MHz: ramp the clocks first
+    lines += [f"- warmed {a.warm_s:.0f} s first ({spun} products); clocks after: {gpu_state.clocks_mhz()}", ""]
     ceilings = read_ceilings(int(a.read_gb * 1e9), a.calls, a.repeats, interpret)
     best = max(b for _, b in ceilings)
     lines += ["## Read ceiling (one bf16 array read whole)", ""]
@@ -199,21 +228,22 @@ def main(argv=None) -> None:
                             [[n, f"{b / 1e12:.3f}", f"{b / best:.1%}"] for n, b in ceilings])
 
     lines += ["", f"## Boundary floor (a chain of {a.chain} dependent tiny kernels in one jit)", ""]
-    lines += markdown_table(["case", "kernels a call", "µs a call", "µs a kernel"],
+    lines += markdown_table(["case", "kernels a call", "µs a call", "µs a kernel", "mean kernel µs (trace)",
+                             "device span µs a kernel (trace)"],
                             boundary_floors(a.chain, a.calls, a.repeats, interpret))
 
-    lines += ["", "## Projections: x[2, K] . W[K, K], a dependent chain over distinct weights", ""]
-    ks = SMOKE_K if a.smoke else LADDER_K
+    lines += ["", "## Projections: x[2, K] . W[K, N], a dependent chain over distinct weights", ""]
     fits = []
-    for label, fp8, mode in (("bf16, XLA dot", False, None), ("fp8 block, quant_gemv, PDL off", True, "off"),
-                             ("fp8 block, quant_gemv, PDL on", True, "on")):
-        pts = ladder(ks, fp8, mode, a.calls, a.repeats, a.budget_s, t0)
+    for label, fp8, mode, shapes in (("bf16, XLA dot", False, None, BF16_SHAPES),
+                                     ("fp8 block, quant_gemv, PDL off", True, "off", FP8_SHAPES),
+                                     ("fp8 block, quant_gemv, PDL on", True, "on", FP8_SHAPES)):
+        pts = ladder(SMOKE_SHAPES if a.smoke else shapes, fp8, mode, a.calls, a.repeats, a.budget_s, t0)
         fa, fb = fit(pts)
         fits.append([label, f"{fa:.2f}", f"{fb / 1e12:.3f}", f"{fb / best:.1%}"])
         lines += ["", f"### {label}", ""]
-        lines += markdown_table(["K", "MB a weight", "steps a call", "kernels a step", "µs a step", "TB/s",
+        lines += markdown_table(["K x N", "MB a weight", "steps a call", "kernels a step", "µs a step", "TB/s",
                                  "of the best read"],
-                                [[q["k"], f"{q['bytes'] / 1e6:.1f}", q["steps"], f"{q['kernels']:.1f}",
+                                [[f"{q['k']} x {q['n']}", f"{q['bytes'] / 1e6:.1f}", q["steps"], f"{q['kernels']:.1f}",
                                   f"{q['us']:.2f}", f"{q['bytes'] / q['us'] / 1e6:.3f}",
                                   f"{q['bytes'] / q['us'] / 1e6 / (best / 1e12):.1%}"] for q in pts])
     lines += ["", "## Fits: µs a projection = a + bytes / b", ""]
@@ -221,6 +251,7 @@ def main(argv=None) -> None:
     lines += ["", f"Wall: {time.time() - t0:.0f} s."]
     write_lines(a.out, "limits.md", lines)
     print("\n".join(lines))
+    return lines
 
 
 if __name__ == "__main__":
