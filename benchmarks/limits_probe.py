@@ -102,18 +102,28 @@ def _compiled(fn, args, pdl_mode: str | None, options: dict | None = None):
         return jax.jit(fn).lower(*args).compile(compiler_options=options)
 
 
+def call_events(compiled, args) -> list[dict]:
+    """The kernel events of one traced call (no copies)."""
+    return [e for e in trace_events(lambda: jax.block_until_ready(compiled(*args))) if not e["name"].startswith("Memcpy")]
+
+
 def trace_stats(compiled, args) -> tuple[int, float, float]:
     """(kernels one call runs, their mean duration µs, device span µs a kernel: first start to last end over the
     count), from the device trace; (0, nan, nan) where the platform records none."""
-    ev = [e for e in trace_events(lambda: jax.block_until_ready(compiled(*args))) if not e["name"].startswith("Memcpy")]
+    ev = call_events(compiled, args)
     if not ev:
         return 0, float("nan"), float("nan")
     span = max(e["ts"] + e["dur"] for e in ev) - min(e["ts"] for e in ev)
     return len(ev), sum(e["dur"] for e in ev) / len(ev), span / len(ev)
 
 
-def kernels_a_call(compiled, args) -> int:
-    return trace_stats(compiled, args)[0]
+def kernel_mix(events: list[dict], steps: int) -> str:
+    """'name µs a step (calls a step); ...' for the kernel names of a traced chain, dearest first."""
+    per: dict[str, list[float]] = {}
+    for e in events:
+        per.setdefault(e["name"], []).append(e["dur"])
+    top = sorted(per.items(), key=lambda kv: -sum(kv[1]))[:3]
+    return "; ".join(f"`{n[:48]}` {sum(d) / steps:.2f} ({len(d) / steps:.1f})" for n, d in top)
 
 
 def boundary_floors(chain: int, calls: int, repeats: int, interpret: bool) -> list[list]:
@@ -183,9 +193,10 @@ def ladder(shapes: tuple[tuple[int, int], ...], fp8: bool, pdl_mode: str | None,
 
         c = _compiled(run, (x, ws), pdl_mode)
         t = time_async(lambda c=c, ws=ws: c(x, ws), calls, repeats).median_s
-        kernels = kernels_a_call(c, (x, ws))
+        ev = call_events(c, (x, ws))
         out.append({"k": k, "n": n, "bytes": wbytes, "steps": steps,
-                    "kernels": kernels / steps if kernels else float("nan"), "us": t * 1e6 / steps})
+                    "kernels": len(ev) / steps if ev else float("nan"), "us": t * 1e6 / steps,
+                    "mix": kernel_mix(ev, steps)})
         ws = c = None  # free the weights before the next size
     return out
 
@@ -202,9 +213,11 @@ def main(argv=None) -> list[str]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=None)
     p.add_argument("--smoke", action="store_true", help="tiny sizes on CPU (kernels interpreted)")
-    p.add_argument("--read-gb", type=float, default=8.6)
+    p.add_argument("--read-gb", type=float, default=2**33 / 1e9, help="decode_bench's size: 2**33 bytes, 4096 aligned rows")
     p.add_argument("--chain", type=int, default=256)
     p.add_argument("--warm-s", type=float, default=10.0)
+    p.add_argument("--sections", default="floor,bf16,fp8",
+                   help="comma-separated among floor, bf16, fp8 (the read ceilings always run: the ladders' scale)")
     p.add_argument("--calls", type=int, default=10)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--budget-s", type=float, default=400.0, help="ladder sizes start only within this budget")
@@ -227,25 +240,29 @@ def main(argv=None) -> list[str]:
     lines += markdown_table(["way", "TB/s", "of the best"],
                             [[n, f"{b / 1e12:.3f}", f"{b / best:.1%}"] for n, b in ceilings])
 
-    lines += ["", f"## Boundary floor (a chain of {a.chain} dependent tiny kernels in one jit)", ""]
-    lines += markdown_table(["case", "kernels a call", "µs a call", "µs a kernel", "mean kernel µs (trace)",
-                             "device span µs a kernel (trace)"],
-                            boundary_floors(a.chain, a.calls, a.repeats, interpret))
+    sections = set(a.sections.split(","))
+    if "floor" in sections:
+        lines += ["", f"## Boundary floor (a chain of {a.chain} dependent tiny kernels in one jit)", ""]
+        lines += markdown_table(["case", "kernels a call", "µs a call", "µs a kernel", "mean kernel µs (trace)",
+                                 "device span µs a kernel (trace)"],
+                                boundary_floors(a.chain, a.calls, a.repeats, interpret))
 
     lines += ["", "## Projections: x[2, K] . W[K, N], a dependent chain over distinct weights", ""]
     fits = []
-    for label, fp8, mode, shapes in (("bf16, XLA dot", False, None, BF16_SHAPES),
-                                     ("fp8 block, quant_gemv, PDL off", True, "off", FP8_SHAPES),
-                                     ("fp8 block, quant_gemv, PDL on", True, "on", FP8_SHAPES)):
+    for section, label, fp8, mode, shapes in (("bf16", "bf16, XLA dot", False, None, BF16_SHAPES),
+                                              ("fp8", "fp8 block, quant_gemv, PDL off", True, "off", FP8_SHAPES),
+                                              ("fp8", "fp8 block, quant_gemv, PDL on", True, "on", FP8_SHAPES)):
+        if section not in sections:
+            continue
         pts = ladder(SMOKE_SHAPES if a.smoke else shapes, fp8, mode, a.calls, a.repeats, a.budget_s, t0)
         fa, fb = fit(pts)
         fits.append([label, f"{fa:.2f}", f"{fb / 1e12:.3f}", f"{fb / best:.1%}"])
         lines += ["", f"### {label}", ""]
         lines += markdown_table(["K x N", "MB a weight", "steps a call", "kernels a step", "µs a step", "TB/s",
-                                 "of the best read"],
+                                 "of the best read", "kernels (trace: µs a step, calls a step)"],
                                 [[f"{q['k']} x {q['n']}", f"{q['bytes'] / 1e6:.1f}", q["steps"], f"{q['kernels']:.1f}",
                                   f"{q['us']:.2f}", f"{q['bytes'] / q['us'] / 1e6:.3f}",
-                                  f"{q['bytes'] / q['us'] / 1e6 / (best / 1e12):.1%}"] for q in pts])
+                                  f"{q['bytes'] / q['us'] / 1e6 / (best / 1e12):.1%}", q["mix"]] for q in pts])
     lines += ["", "## Fits: µs a projection = a + bytes / b", ""]
     lines += markdown_table(["projection", "a µs", "b TB/s", "b of the best read"], fits)
     lines += ["", f"Wall: {time.time() - t0:.0f} s."]
