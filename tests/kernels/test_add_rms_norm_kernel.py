@@ -108,3 +108,23 @@ def test_lowers_to_one_valid_triton_kernel_for_every_layer(verified_triton_lower
     assert verified_triton_lowering and all(verified_triton_lowering)  # the second call reuses the first's
     kernels = set(re.findall(r'custom_call @__gpu\$xla\.gpu\.triton\(.*? ir = "(.*?)", ', text))
     assert len(kernels) == 1 and "add_rms_norm_s16_e2048" in text
+
+
+def test_warps_switch_sets_the_launch_and_keeps_the_result(monkeypatch):
+    """DGJAX_ADD_NORM_WARPS reaches the kernel (its name carries the warps) without changing the sums; bad values
+    are refused naming the variable."""
+    x, delta, stack = _case(7, 2, 2048, 16, jnp.bfloat16)
+    monkeypatch.setenv(api.WARPS_ENV_VAR, "16")
+    got_s, got_h = api.add_rms_norm(x, delta, stacked.StackedRow(stack, 1), 1e-6, impl="kernel")
+    want_s, want_h = ref.add_rms_norm(x, delta, stacked.StackedRow(stack, 1), 1e-6)
+    np.testing.assert_array_equal(np.asarray(got_s, np.float32), np.asarray(want_s, np.float32))
+    np.testing.assert_allclose(np.asarray(got_h, np.float32), np.asarray(want_h, np.float32), atol=2e-2, rtol=1e-2)
+    spec = jax.ShapeDtypeStruct
+    text = jax.jit(lambda a, d, w: kernel.add_rms_norm(a, d, w, 0, eps=1e-6, num_warps=16)).trace(
+        spec((2, 2048), jnp.bfloat16), SplitSums(spec((16, 2, 2048), jnp.float32), jnp.dtype(jnp.bfloat16)),
+        spec((3, 2048), jnp.bfloat16)).lower(lowering_platforms=("cuda",)).as_text()
+    assert "add_rms_norm_s16_e2048_w16" in text and "num_warps = 16" in text
+    for bad in ("3", "0", "many"):
+        monkeypatch.setenv(api.WARPS_ENV_VAR, bad)
+        with pytest.raises(ValueError, match="DGJAX_ADD_NORM_WARPS"):
+            api.add_rms_norm(x, delta, stacked.StackedRow(stack, 1), 1e-6, impl="kernel")

@@ -7,6 +7,7 @@ Dispatch (trace time), `impl=None` reading DGJAX_ADD_NORM (auto | ref | kernel, 
   C1: device 3.69 ms per tick with it, 3.59 without; benchmarks/results/2026-12-01-s8a-*).
 - "ref": ref.py. "kernel": the kernel for decode rows (<= 16), fed the quantized o projection's split-K
   partials unsummed (`SplitSums`) or a plain array (interpreted off GPU).
+DGJAX_ADD_NORM_WARPS (a power of two, default kernel.default_warps): the kernel's warps a program.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import math
 
 import jax
 
+from dgjax.env import env_count
 from dgjax.pallas import split_sums, stacked
 from dgjax.pallas.add_rms_norm import kernel, ref
 from dgjax.pallas.launch import choose_impl
 
 IMPLS = ("auto", "ref", "kernel")
 ENV_VAR = "DGJAX_ADD_NORM"
+WARPS_ENV_VAR = "DGJAX_ADD_NORM_WARPS"
 GPU_PREFERRED = False  # slower than XLA's fusions on the H200 (see above)
 
 
@@ -45,6 +48,7 @@ def add_rms_norm(x: jax.Array, delta, weight, eps: float, impl: str | None = Non
     else:
         flat = delta.reshape(-1, width)
     stack, row = stacked.as_stack(weight)
-    s, h = kernel.add_rms_norm(x.reshape(-1, width), flat, stack, row, eps=eps,
+    warps = env_count(WARPS_ENV_VAR, None, "add rms norm warps", minimum=1, power_of_two=True)
+    s, h = kernel.add_rms_norm(x.reshape(-1, width), flat, stack, row, eps=eps, num_warps=warps,
                                interpret=jax.default_backend() != "gpu")
     return s.reshape(shape), h.reshape(shape)

@@ -58,12 +58,18 @@ def _kernel(x_ref, d_ref, w_ref, row_ref, *refs, rows: int, width: int, parts: i
     plgpu.store(h_ref.at[r, cols], (sf * inv * w).astype(dtype), mask=inside)
 
 
-@functools.partial(jax.jit, static_argnames=("eps", "interpret"))
+def default_warps(width: int) -> int:
+    """4 warps a program, 8 past 2048 columns (session 8's launch)."""
+    return 8 if width > 2048 else 4
+
+
+@functools.partial(jax.jit, static_argnames=("eps", "num_warps", "interpret"))
 def add_rms_norm(x: jax.Array, delta: jax.Array | SplitSums, weight: jax.Array, row: jax.Array | int = 0, *,
-                 eps: float, interpret: bool = False) -> tuple[jax.Array, jax.Array]:
+                 eps: float, num_warps: int | None = None, interpret: bool = False) -> tuple[jax.Array, jax.Array]:
     """ref.add_rms_norm for x [R, E] (R <= 16): delta [R, E] or SplitSums (partials [S, R, E], optional bias
     [E]); weight [L, E] of which row `row` is read in place (a runtime argument, so all layers share one
-    kernel)."""
+    kernel). `num_warps` (default `default_warps`): more warps hold fewer of a row's values each, so more of the
+    partials' loads can be in flight at once."""
     rows, width = x.shape
     if not supports(rows, width):
         raise ValueError(f"add_rms_norm kernel: {rows} rows of {width} (at most {MAX_ROWS} x {MAX_WIDTH})")
@@ -81,7 +87,7 @@ def add_rms_norm(x: jax.Array, delta: jax.Array | SplitSums, weight: jax.Array, 
         in_specs=[whole(a) for a in args],
         out_specs=[whole(out), whole(out)],
         out_shape=[out, out],
-        compiler_params=plgpu.CompilerParams(num_warps=8 if width > 2048 else 4, num_stages=1),
+        compiler_params=plgpu.CompilerParams(num_warps=num_warps or default_warps(width), num_stages=1),
         interpret=interpret,
-        name=f"add_rms_norm_s{parts}_e{width}",
+        name=f"add_rms_norm_s{parts}_e{width}_w{num_warps or default_warps(width)}",
     )(*args)
