@@ -196,12 +196,13 @@ def _project_qkv(p: AttentionParams, x: jax.Array) -> tuple[jax.Array, jax.Array
 
 
 def _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, cos_sin, cfg, sliding_window,
-                            page_offset):
+                            page_offset, after=()):
     with jax.named_scope("attention_decode"):
         with jax.named_scope("qkv"):  # the input norm runs inside the GEMV where its kernel does
             # [B, kv_heads, group + 2, head_dim]; a split-K quantized GEMV hands over its partial sums unsummed
             # (the norm's output has no other reader: a quantized kernel may take it as carried f16)
-            qkv = matmul(x[:, 0], p.qkv, norm=input_norm, eps=cfg.rms_norm_eps, keep_splits=True, carry=True)
+            qkv = matmul(x[:, 0], p.qkv, norm=input_norm, eps=cfg.rms_norm_eps, keep_splits=True, carry=True,
+                         after=after)
             qkv = split_sums.add_bias(qkv, p.qkv_bias)
         cos, sin = cos_sin
         # an fp8 o GEMV takes the merged heads as carried f16 (dgjax/pallas/carrier.py), written by the merge kernel
@@ -232,6 +233,7 @@ def attention(
     sliding_window: int | None,
     input_norm: jax.Array | None = None,
     page_offset: int = 0,
+    after: tuple = (),
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Self-attention of x [B, T, embed] through the paged cache: (output, new k_pages, new v_pages).
 
@@ -241,13 +243,15 @@ def attention(
     `batch.block_tables` and `slots` hold per-layer page ids and slots. The fused decode kernel adds the offset
     as it reads them, so the shift never costs a launch (XLA ran two small index fusions per layer for it at
     1 row); the other paths shift them here.
+    `after`: arrays the decode q/k/v GEMV kernel takes as unread operands, so it runs after their producers (the L2
+    prefetch of its weight: dgjax/pallas/l2_prefetch/api.py); other paths ignore them.
     Decode (T == 1) with fused qkv weights hands the projection's output to one fused call (norm, rope,
     K/V append and attention: dgjax/pallas/fused_decode_attention) instead of the separate steps below.
     """
     if x.shape[1] == 1 and p.qkv is not None and fused_decode.supported(
             p.qkv.shape, cos_sin[0].shape[-1], k_pages.dtype):
         return _fused_decode_attention(p, x, input_norm, k_pages, v_pages, batch, slots, cos_sin, cfg,
-                                       sliding_window, page_offset)
+                                       sliding_window, page_offset, after)
     if page_offset:
         tables, slots = paged.offset_pages(batch.block_tables, slots, page_offset, k_pages.shape[1])
         batch = batch.replace(block_tables=tables)

@@ -15,6 +15,7 @@ from flax import struct
 
 from dgjax.config import ModelConfig
 from dgjax.models import blocks
+from dgjax.pallas.l2_prefetch import api as prefetch
 from dgjax.models.batch import ForwardBatch, KVCache
 from dgjax.models.ops import embed_lookup, matmul
 from dgjax.models.params import ParamSpec, normal_init, resolve_dtype
@@ -69,14 +70,17 @@ def run_decoder(params: Any, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig,
     cos_sin = blocks.rope_cos_sin(batch.positions, cfg)
     valid = jnp.arange(batch.tokens.shape[1])[None, :] < batch.query_lens[:, None]
     k_pools, v_pools = list(kv.k), list(kv.v)  # each pool threads through its layers, each writing its pages
+    warmed: tuple = ()  # this layer's attention weights' L2 prefetch results (dgjax/pallas/l2_prefetch/api.py)
     for i, layer in enumerate(params.layers):
         with jax.named_scope(f"layer_{i}"):
             g = kv.pool_of(i)
             h, k_pools[g], v_pools[g] = blocks.attention(
                 layer.attn, x, k_pools[g], v_pools[g], batch, slots, cos_sin, cfg, cfg.layer_sliding_window(i),
-                input_norm=layer.input_norm, page_offset=kv.page_offset(i),
+                input_norm=layer.input_norm, page_offset=kv.page_offset(i), after=warmed,
             )
             x, h = blocks.add_rms_norm(x, h, layer.post_attention_norm, cfg.rms_norm_eps)
+            ahead = prefetch.attention_weights(params.layers[i + 1].attn) if i + 1 < len(params.layers) else ()
+            warmed = prefetch.prefetch(ahead, h) if ahead and batch.tokens.shape[1] == 1 else ()
             x = x + feed_forward(layer, h, valid)
     with jax.named_scope("final_norm"):
         x = blocks.rms_norm(x, params.final_norm, cfg.rms_norm_eps)

@@ -21,7 +21,7 @@ from dgjax.quant import is_quantized
 
 
 def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None, norm: jax.Array | None = None,
-           eps: float = 1e-6, keep_splits: bool = False, carry: bool = False) -> Any:
+           eps: float = 1e-6, keep_splits: bool = False, carry: bool = False, after: tuple = ()) -> Any:
     """x [..., *in] . w [*in, *out] -> [..., *out], accumulating in float32.
 
     The result is in `out_dtype` (default: x's dtype); pass float32 for logits. With `norm` [*in] (contract
@@ -30,6 +30,8 @@ def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None, nor
     sums as a `dgjax.pallas.split_sums.SplitSums` (for a consumer kernel that sums them while loading).
     `carry`: x (after the norm) has no other reader, so a quantized kernel may take it in another dtype that its
     producer fusion writes at no cost (`quant_matmul`'s `carry`); the result's dtype does not change.
+    `after`: arrays a quantized kernel takes as unread operands so it runs after their producers (an L2 prefetch of
+    its weight, dgjax/pallas/l2_prefetch/api.py); ignored elsewhere.
 
     Both operands are flattened to one plain 2-D GEMM first: with several output dims (e.g. k/v
     projections [embed, kv_heads, head_dim]) and a single row, XLA on GPU rewrote the dot into a
@@ -41,7 +43,7 @@ def matmul(x: jax.Array, w: jax.Array, *, contract: int = 1, out_dtype=None, nor
         raise ValueError("matmul fuses a norm only over one contracted dim")
     if is_quantized(w):  # the kernel for decode rows on GPU, with the norm in its prologue
         return quant_matmul(x, w, contract=contract, out_dtype=out_dtype, norm=norm, eps=eps, keep_splits=keep_splits,
-                            carry=carry)
+                            carry=carry, after=after)
     in_shape, out_shape = w.shape[:contract], w.shape[contract:]
     lead = x.shape[: x.ndim - contract]
     k = math.prod(in_shape)

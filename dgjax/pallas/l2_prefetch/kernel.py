@@ -50,7 +50,8 @@ def program_steps(rows: int, programs: int) -> int:
     return -(-rows // (programs * ROWS_PER_STEP))
 
 
-def _kernel(w_ref, o_ref, *, rows: int, steps: int, eviction_policy: str):
+def _kernel(w_ref, *refs, rows: int, steps: int, eviction_policy: str):
+    o_ref = refs[-1]  # refs[:-1]: the `after` operands, never read
     r0 = pl.program_id(0) * (steps * ROWS_PER_STEP)
 
     def body(i, acc):
@@ -66,8 +67,10 @@ def _kernel(w_ref, o_ref, *, rows: int, steps: int, eviction_policy: str):
 
 @functools.partial(jax.jit, static_argnames=("programs", "eviction_policy", "num_stages", "interpret"))
 def l2_prefetch(a: jax.Array, *, programs: int = 32, eviction_policy: str = "evict_last", num_stages: int = 3,
-                interpret: bool = False) -> jax.Array:
-    """Read every byte of `a` (into L2) -> uint32 [programs, WORDS]: each program's word-wise max."""
+                after: tuple = (), interpret: bool = False) -> jax.Array:
+    """Read every byte of `a` (into L2) -> uint32 [programs, WORDS]: each program's word-wise max. `after`: arrays
+    passed as operands the kernel never reads, so that in a CUDA graph built from buffer dependencies it starts
+    only once their producers have run."""
     if eviction_policy not in EVICTION_POLICIES:
         raise ValueError(f"eviction_policy must be one of {EVICTION_POLICIES}, got {eviction_policy!r}")
     words = as_words(a)
@@ -77,10 +80,10 @@ def l2_prefetch(a: jax.Array, *, programs: int = 32, eviction_policy: str = "evi
     return pl.pallas_call(
         kernel,
         grid=(programs,),
-        in_specs=[whole(words.shape)],
+        in_specs=[whole(words.shape)] + [whole(b.shape) for b in after],
         out_specs=pl.BlockSpec((1, WORDS), lambda i: (i, 0)),
         out_shape=jax.ShapeDtypeStruct((programs, WORDS), jnp.uint32),
         compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=num_stages),
         interpret=interpret,
         name=f"l2_prefetch_p{programs}",
-    )(words)
+    )(words, *after)

@@ -98,7 +98,7 @@ def carries_input(x: Any, w: Any, *, contract: int = 1, impl: str | None = None)
 
 def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = None, impl: str | None = None,
                  launch: kernel.Launch | None = None, norm: Any = None, eps: float = 1e-6,
-                 keep_splits: bool = False, carry: bool = False) -> Any:
+                 keep_splits: bool = False, carry: bool = False, after: tuple = ()) -> Any:
     """x [..., *in] . w (quantized, dense [*in, *out]) -> [..., *out], as `reference_matmul` computes it.
 
     `norm` ([K] or a `StackedRow` of a [layers, K] stack; contract 1 only): rms_norm(x, norm) first, which
@@ -107,7 +107,9 @@ def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = No
     (its `value()` is the ordinary result); an array otherwise.
     `carry`: the caller's x comes out of an XLA fusion that has no other reader (a norm, an activation), so where
     the kernel runs an fp8 weight under the f16 dot, x is handed over as f16 (`carrier.f16_carrier`, which that
-    fusion absorbs) and the kernel skips its per-step rescaling of x; the result keeps x's dtype."""
+    fusion absorbs) and the kernel skips its per-step rescaling of x; the result keeps x's dtype.
+    `after`: arrays the kernel takes as unread operands, to run after their producers (kernel.quant_gemv); the
+    reference path ignores them."""
     if norm is not None and contract != 1:
         raise ValueError("quant_matmul fuses a norm only over one contracted dim")
     lead, rows, kernel_ok = _kernel_takes(x, w, contract, impl)
@@ -121,7 +123,7 @@ def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = No
     stack, row = (None, 0) if norm is None else stacked.as_stack(norm)
     late = norm is not None and choose_impl(None, NORM_ENV_VAR, NORM_MODES, "fused norm", "prologue") == "late"
     out = kernel.quant_gemv(x.reshape(rows, w.k), w, stack, row, out_dtype=out_dtype, launch=launch, eps=eps,
-                            keep_splits=keep_splits and fuse_splits, late_norm=late,
+                            keep_splits=keep_splits and fuse_splits, late_norm=late, after=tuple(after),
                             interpret=jax.default_backend() != "gpu")
     if isinstance(out, SplitSums):
         return out.replace(parts=out.parts.reshape((out.parts.shape[0],) + lead + w.out_shape))

@@ -139,7 +139,8 @@ def check_launch(op: Operand, launch: Launch, even: bool = False) -> None:
 
 
 def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: int, normed: bool, eps: float,
-                 late_norm: bool):
+                 late_norm: bool, after: int = 0):
+    refs = refs[:-1 - after] + refs[-1:]  # `after` operands: never read (ordering only)
     w_refs, o_ref = refs[:-3] if normed else refs[:-1], refs[-1]
     j, s = pl.program_id(0), pl.program_id(1)
     bk, bn = launch.block_k, launch.block_n
@@ -182,7 +183,7 @@ def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: 
 @functools.partial(jax.jit, static_argnames=("out_dtype", "launch", "eps", "keep_splits", "late_norm", "interpret"))
 def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: jax.Array | int = 0, *,
                out_dtype: Any = None, launch: Launch | None = None, eps: float = 1e-6, keep_splits: bool = False,
-               late_norm: bool = False, interpret: bool = False) -> Any:
+               late_norm: bool = False, after: tuple = (), interpret: bool = False) -> Any:
     """x [rows, K] . w (dense [*in, *out], K = prod(in), N = prod(out)) -> [rows, N] in `out_dtype` (x's).
 
     With `norm` ([K], or [R, K] stacked over layers, row `norm_row`): rms_norm(x, norm) . w, the norm applied
@@ -190,7 +191,9 @@ def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: ja
     prologue; the dot runs on x * norm (rounded to x's dtype) and the rows' RMS scale, accumulated alongside
     the weight stream, multiplies the result (the same value up to where x's dtype rounds).
     `keep_splits`: a split-K launch returns its float32 partials unsummed, as a `SplitSums` [splits, rows, N]
-    whose `value()` is the ordinary result (for consumer kernels that sum while loading)."""
+    whose `value()` is the ordinary result (for consumer kernels that sum while loading).
+    `after`: arrays passed as operands the kernel never reads, so that in a CUDA graph built from buffer
+    dependencies it runs only once their producers have (dgjax/pallas/l2_prefetch: the weight already in L2)."""
     rows = x.shape[0]
     if not supports(rows, w, x.dtype) or x.shape[1] != w.k:
         raise ValueError(f"the quantized GEMV kernel cannot multiply x {x.shape} {x.dtype} by a "
@@ -209,8 +212,9 @@ def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: ja
     normed = norm is not None
     if normed:
         arrays = list(arrays) + [norm.reshape(-1, op.k), jnp.asarray(norm_row, jnp.int32).reshape(1)]
+    arrays = list(arrays) + list(after)
     kernel = functools.partial(_gemv_kernel, op=op, rows=rows, launch=launch, k_steps=split_steps(op.k // bk, splits),
-                               normed=normed, eps=eps, late_norm=late_norm)
+                               normed=normed, eps=eps, late_norm=late_norm, after=len(after))
     out = pl.pallas_call(
         kernel,
         grid=(op.n // bn, splits),
