@@ -4,10 +4,9 @@
 # prefetch kernels' µs a tick.
 source benchmarks/campaign_lib.sh
 kern() { grep -hE "^\| \`(quant_gemv_fp8_r2_bn128_bk128_s(8|16)_w4_st3|l2_prefetch_p132)\`" $OUT/$1/*.md | head -3; }
-P="DGJAX_GRAPH_SCHEDULING=concurrent DGJAX_L2_PREFETCH=attention"
-env $P bash -c "source benchmarks/campaign_lib.sh >/dev/null; q q_pre 140"; kern q_pre
+DGJAX_GRAPH_SCHEDULING=concurrent DGJAX_L2_PREFETCH=attention q q_pre 140; kern q_pre
 DGJAX_GRAPH_SCHEDULING=concurrent q q_conc; kern q_conc
 q q_base; kern q_base
-env $P bash -c "source benchmarks/campaign_lib.sh >/dev/null; q q_pre2"; kern q_pre2
+DGJAX_GRAPH_SCHEDULING=concurrent DGJAX_L2_PREFETCH=attention q q_pre2; kern q_pre2
 DGJAX_GRAPH_SCHEDULING=concurrent q q_conc2; kern q_conc2
 q q_base2; kern q_base2
