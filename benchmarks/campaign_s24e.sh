@@ -10,3 +10,4 @@ q q_base; kern q_base
 DGJAX_GRAPH_SCHEDULING=concurrent DGJAX_L2_PREFETCH=attention q q_pre2; kern q_pre2
 DGJAX_GRAPH_SCHEDULING=concurrent q q_conc2; kern q_conc2
 q q_base2; kern q_base2
+cd $OUT && tar czf runs.tgz */*.md && rm -rf */
