@@ -42,13 +42,15 @@ def _case(seed, b, kvh, g, d, rot, dtype, qk_norm):
         (2, 2, 1, 64, 64, 2, True, None),    # MHA (group padded 1 -> 16)
     ],
 )
-def test_kernel_matches_reference(b, kvh, g, d, rot, splits, qk_norm, window):
+@pytest.mark.parametrize("early_keys", [False, True])  # the first key block loaded before q is used
+def test_kernel_matches_reference(b, kvh, g, d, rot, splits, qk_norm, window, early_keys):
     c = _case(b * 100 + g, b, kvh, g, d, rot, jnp.float32, qk_norm)
     want_out, want_k, want_v = ref.fused_decode_attention(**c, scale=d**-0.5, eps=1e-6, sliding_window=window)
     start, end = paged.decode_window(c["context_lens"], c["positions"], c["query_lens"], WIDTH * PAGE, window)
     got_out, got_k, got_v = kernel.fused_decode_attention(
         c["qkv"], c["cos"], c["sin"], c["k_pages"], c["v_pages"], c["block_tables"], start, end, c["slots"][:, 0],
-        c["q_norm"], c["k_norm"], scale=d**-0.5, eps=1e-6, num_splits=splits, block_tokens=8, interpret=True,
+        c["q_norm"], c["k_norm"], scale=d**-0.5, eps=1e-6, num_splits=splits, block_tokens=8, early_keys=early_keys,
+        interpret=True,
     )
     np.testing.assert_allclose(np.asarray(got_out), np.asarray(want_out), atol=2e-5, rtol=1e-5)
     # the new K/V rows land in their slots and nothing else of the pages changes
@@ -116,7 +118,7 @@ def test_kernel_lowers_to_valid_triton_modules_at_llama_shapes(qk_norm, rot, spl
     args += [spec((d,), jnp.bfloat16)] * 2 if qk_norm else []
 
     def run(*a):
-        return kernel.fused_decode_attention(*a, scale=d**-0.5, num_splits=splits)
+        return kernel.fused_decode_attention(*a, scale=d**-0.5, num_splits=splits, early_keys=splits > 1)
 
     lowered = jax.jit(run).trace(*args).lower(lowering_platforms=("cuda",))
     text = lowered.as_text()
@@ -363,3 +365,24 @@ def test_long_tables_get_wider_steps_and_in_the_one_stream_bucket_twice_the_spli
     assert kernel.default_launch(4, 8, 2064, 128, bf16, h200) == (64, 9)  # 229 keys a split: not long
     assert kernel.default_launch(2, 8, 8400, 128, fp8, h200) == (128, 34)  # fp8 pages step 128 keys anyway
     assert kernel.default_launch(1, 8, 300, 128, bf16, h200) == (64, 5)  # never more splits than blocks
+
+
+def test_early_keys_switch_reaches_the_kernel(monkeypatch):
+    """DGJAX_ATTENTION_EARLY_KEYS: `on` traces the kernel with its first key block loaded early, `off` (default)
+    without; anything else is refused by name."""
+    from dgjax.pallas.fused_decode_attention import api
+
+    seen = []
+    real = api.kernel.fused_decode_attention
+    monkeypatch.setattr(api.kernel, "fused_decode_attention",
+                        lambda *a, **k: seen.append(k["early_keys"]) or real(*a, **k))
+    c = _case(5, 2, 2, 2, 64, 64, jnp.float32, False)
+    for value, want in (("on", True), ("off", False)):
+        monkeypatch.setenv(api.EARLY_KEYS_ENV_VAR, value)
+        api.decode_attention(c["qkv"], c["cos"], c["sin"], c["k_pages"], c["v_pages"], c["block_tables"],
+                             c["context_lens"], c["positions"], c["query_lens"], c["slots"], scale=0.125, eps=1e-6,
+                             impl="kernel")
+        assert seen[-1] is want
+    monkeypatch.setenv(api.EARLY_KEYS_ENV_VAR, "sometimes")
+    with pytest.raises(ValueError, match="DGJAX_ATTENTION_EARLY_KEYS"):
+        api.early_keys()

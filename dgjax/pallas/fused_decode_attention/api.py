@@ -11,6 +11,8 @@ spread of runs without it (359.8-364.1).
 DGJAX_ATTENTION_SKIP_IDLE (`off` by default): whether splits with no keys skip their loads. It lost on the
 H200 (s10d, llama-3.1-8b C1: 231.2 vs 239.5 tok/s; the kernel 6.25 vs 5.96 µs): the working programs wait
 on kv_start/kv_end before loading q, and the loads it saves hit L2.
+DGJAX_ATTENTION_EARLY_KEYS (`off` by default; `on` | `off`): each program issues its first block's table and K/V
+loads before q's norm and rope use q's loads (kernel.py `early_keys`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dgjax.pallas.launch import choose_impl
 from dgjax.pallas.paged_attention import api as paged
 
 SKIP_IDLE_ENV_VAR = "DGJAX_ATTENTION_SKIP_IDLE"
+EARLY_KEYS_ENV_VAR = "DGJAX_ATTENTION_EARLY_KEYS"
 PROGRAMS_ENV_VAR = "DGJAX_ATTENTION_PROGRAMS"
 BLOCK_TOKENS_ENV_VAR = "DGJAX_ATTENTION_BLOCK_TOKENS"
 PREFETCH_ENV_VAR = "DGJAX_PREFETCH_O"
@@ -48,6 +51,10 @@ def prefetch_array(w):
     if w is None or choose_impl(None, PREFETCH_ENV_VAR, ("on", "off"), "o weight prefetch", default="off") != "on":
         return None
     return max(jax.tree_util.tree_leaves(w), key=lambda a: a.size * a.dtype.itemsize)
+
+
+def early_keys() -> bool:
+    return choose_impl(None, EARLY_KEYS_ENV_VAR, ("on", "off"), "early attention key loads", default="off") == "on"
 
 
 def skip_idle() -> bool:
@@ -90,6 +97,6 @@ def decode_attention(
         qkv, cos, sin, k_pages, v_pages, block_tables, start, end, slots[:, 0], q_norm, k_norm,
         scale=scale, eps=eps, block_tokens=block_tokens(), num_splits=num_splits, split_programs=split_programs(),
         norm_row=norm_row,
-        page_offset=page_offset, skip_idle=skip_idle(), prefetch=prefetch_array(prefetch),
+        page_offset=page_offset, skip_idle=skip_idle(), early_keys=early_keys(), prefetch=prefetch_array(prefetch),
         prefetch_max_bytes=PREFETCH_MAX_BYTES, carry_f16=carry_f16, interpret=not on_gpu,
     )

@@ -128,7 +128,7 @@ def _attention(
     ids, lo_ref, hi_ref, tables_ref, slots_ref, cos_ref, sin_ref, qkv_ref, k_ref, v_ref, offset_ref, *refs,
     kv_heads: int, group: int, group_pad: int, page_size: int, pages_per_row: int, block_tokens: int,
     num_splits: int, scale_log2: float, normalize: bool, qk_norm: bool, eps: float, segs, head_dim: int,
-    dtype, parts: int, has_bias: bool, skip_idle: bool,
+    dtype, parts: int, has_bias: bool, skip_idle: bool, early_keys: bool = False,
 ):
     qn_ref, kn_ref, row_ref = refs[:3] if qk_norm else (None, None, None)
     refs = refs[3:] if qk_norm else refs
@@ -193,10 +193,29 @@ def _attention(
     num_blocks = pl.cdiv(jnp.maximum(end - start, 0), block_tokens)
     page_offset = offset_ref[0]  # this layer's first page in its pool (a runtime value, like the norm row)
 
+    offsets = lax.broadcasted_iota(jnp.int32, (block_tokens,), 0)
+
+    def load_block(i):
+        """(valid [BK], K segments, V) of the split's i-th block of keys (masked past its end: no reads)."""
+        tok = start + i * block_tokens + offsets
+        valid = tok < end
+        row = page_rows(tables_ref, b * pages_per_row, tok, valid, page_size, kv_heads, h, page_offset)[:, None]
+        ks = [plgpu.load(k_ref.at[row, cols(c, w)], mask=jnp.broadcast_to(valid[:, None], (block_tokens, w)),
+                         other=0) for c, w in segs]
+        v = plgpu.load(v_ref.at[row, cols(0, head_dim)],
+                       mask=jnp.broadcast_to(valid[:, None], (block_tokens, head_dim)), other=0)
+        return valid, ks, v
+
     def attend():
-        q = norm_rope(load_rows(q_rows, q_real), qn_ref)  # segments of [GP, w]; pad rows are zeros
-        k_new = norm_rope(load_rows(one + base + group), kn_ref)  # segments of [1, w]
-        v_new = load_qkv(one + base + group + 1, cols(0, head_dim))  # [1, D]
+        if early_keys:  # q's loads, then the first block's table and K/V loads, before any of them is used
+            q_raw, k_raw = load_rows(q_rows, q_real), load_rows(one + base + group)
+            v_new = load_qkv(one + base + group + 1, cols(0, head_dim))
+            first = load_block(0)
+            q, k_new = norm_rope(q_raw, qn_ref), norm_rope(k_raw, kn_ref)
+        else:
+            q = norm_rope(load_rows(q_rows, q_real), qn_ref)  # segments of [GP, w]; pad rows are zeros
+            k_new = norm_rope(load_rows(one + base + group), kn_ref)  # segments of [1, w]
+            v_new = load_qkv(one + base + group + 1, cols(0, head_dim))  # [1, D]
         slot_row = (plgpu.load(slots_ref.at[one + b]) + page_offset * page_size) * kv_heads + h  # [1, 1]
 
         @pl.when(s == 0)
@@ -213,25 +232,21 @@ def _attention(
         l0 = jnp.where(take_new, jnp.ones_like(new_score), 0.0)
         acc0 = jnp.where(take_new, jnp.broadcast_to(v_new.astype(jnp.float32), (group_pad, head_dim)), 0.0)
 
-        offsets = lax.broadcasted_iota(jnp.int32, (block_tokens,), 0)
-
-        def body(i, carry):
-            tok = start + i * block_tokens + offsets
-            valid = tok < end
-            row = page_rows(tables_ref, b * pages_per_row, tok, valid, page_size, kv_heads, h, page_offset)[:, None]
+        def step(block, carry):
+            valid, ks, v = block
             scores = None
-            for qp, (c, w) in zip(q, segs):
-                kt = plgpu.load(k_ref.at[row, cols(c, w)], mask=jnp.broadcast_to(valid[:, None], (block_tokens, w)),
-                                other=0).astype(dtype)
-                part = plgpu.dot(qp, kt, trans_b=True)
+            for qp, kt in zip(q, ks):
+                part = plgpu.dot(qp, kt.astype(dtype), trans_b=True)
                 scores = part if scores is None else scores + part
-            v = plgpu.load(v_ref.at[row, cols(0, head_dim)],
-                           mask=jnp.broadcast_to(valid[:, None], (block_tokens, head_dim)), other=0).astype(dtype)
             scores = jnp.where(valid[None, :], scores * scale_log2, -jnp.inf)
             # a split other than the first starts from an empty state
-            return online_softmax_step(scores, v, carry, dtype, rows_may_be_empty=True)
+            return online_softmax_step(scores, v.astype(dtype), carry, dtype, rows_may_be_empty=True)
 
-        finish(*lax.fori_loop(0, num_blocks, body, (acc0, m0, l0)))
+        if early_keys:  # an empty first block (no keys in this split) leaves the state as it is
+            carry = step(first, (acc0, m0, l0))
+            finish(*lax.fori_loop(1, num_blocks, lambda i, c: step(load_block(i), c), carry))
+        else:
+            finish(*lax.fori_loop(0, num_blocks, lambda i, c: step(load_block(i), c), (acc0, m0, l0)))
 
     def finish(acc, m, l):
         acc = pdl.trigger_after(acc)  # DGJAX_PDL_TRIGGER_AT=end: the kernel's dependents may launch from here
@@ -282,7 +297,8 @@ def prefetch_plan(w, row_programs: int, program_bytes: int = PREFETCH_PROGRAM_BY
 @functools.partial(
     jax.jit,
     static_argnames=("scale", "eps", "block_tokens", "num_splits", "split_programs", "num_warps", "num_stages",
-                     "skip_idle", "prefetch_bytes", "prefetch_max_bytes", "with_sink", "carry_f16", "interpret"),
+                     "skip_idle", "prefetch_bytes", "prefetch_max_bytes", "with_sink", "carry_f16", "early_keys",
+                     "interpret"),
 )
 def fused_decode_attention(
     qkv: jax.Array | SplitSums,
@@ -307,6 +323,7 @@ def fused_decode_attention(
     norm_row: jax.Array | int = 0,
     page_offset: jax.Array | int = 0,
     skip_idle: bool = False,
+    early_keys: bool = False,
     prefetch: jax.Array | None = None,
     prefetch_bytes: int = PREFETCH_PROGRAM_BYTES,
     prefetch_max_bytes: int | None = None,
@@ -340,6 +357,9 @@ def fused_decode_attention(
     each the sum of the rows it read, as float32.
     carry_f16: out holds its bf16 values carried as float16 (dgjax/pallas/carrier.py), which the split
     merge writes at no cost, for an fp8 o GEMV that then skips its per-step rescaling of x.
+    early_keys: each program issues its first block's block-table and K/V loads right after q's loads, before q's
+    norm and rope use them, so that chain of reads overlaps q's instead of following it (the loop then starts at
+    the second block); False keeps the loop's order. Same result either way.
     """
     parts = qkv.parts.shape[0] if isinstance(qkv, SplitSums) else 0
     dtype = jnp.dtype(qkv.dtype)
@@ -387,6 +407,7 @@ def fused_decode_attention(
         _kernel, n_in=len(args), prefetch=pf, kv_heads=kvh, group=g, group_pad=gp, page_size=ps, pages_per_row=p,
         block_tokens=bk, num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, qk_norm=qk_norm, eps=eps,
         segs=segs, head_dim=d, dtype=dtype, parts=parts, has_bias=has_bias, skip_idle=skip_idle,
+        early_keys=early_keys,
     )
     outs = pl.pallas_call(
         kernel,
