@@ -1,45 +1,22 @@
-"""DGJAX_L2_PREFETCH=attention in a tiny fp8 Qwen3 with joined q/k/v (16-row fp8 blocks, head_dim 32): each layer
-but the last prefetches the next layer's q/k/v and o weights (dgjax/pallas/l2_prefetch, interpreted) and the next
-layer's q/k/v GEMV kernel takes the prefetch results as unread operands; prefill and decode logits are exactly the
-mode-off model's, and "off" traces no prefetch."""
+"""DGJAX_L2_PREFETCH=attention in a tiny fp8 Qwen3 with joined q/k/v (test_f16_carry's model: 16-row fp8 blocks,
+head_dim 32): each layer but the last prefetches the next layer's q/k/v and o weights (dgjax/pallas/l2_prefetch,
+interpreted) and the next layer's q/k/v GEMV kernel takes the prefetch results as unread operands; prefill and
+decode logits are exactly the mode-off model's, and "off" traces no prefetch."""
 
 from __future__ import annotations
 
 import jax
 import numpy as np
-from dense_cases import PROMPT, TINY
+from dense_cases import PROMPT
 from paged_runner import PagedRunner
-from test_fused_projections import _quant_node
+from test_f16_carry import _fp8_model
 
-from dgjax import sharding
-from dgjax.models import blocks
-from dgjax.models.fused import fuse_projections
 from dgjax.pallas.l2_prefetch import api as prefetch_api
 from dgjax.pallas.quant_gemv import api as gemv_api
 
 
 def test_prefetched_layers_decode_exactly_alike(tmp_path, monkeypatch):
-    import torch
-    import transformers
-
-    from dgjax.checkpoint.loader import load_params
-    from dgjax.config import ModelConfig
-
-    torch.manual_seed(0)
-    hf_cfg = transformers.Qwen3Config(**{**TINY, "num_attention_heads": 4, "hidden_size": 64, "head_dim": 32})
-    transformers.AutoModelForCausalLM.from_config(hf_cfg, dtype=torch.float32).save_pretrained(tmp_path)
-    cfg = ModelConfig.from_dir(str(tmp_path))
-    mesh = sharding.make_mesh(1)
-    dense = load_params(str(tmp_path), cfg, "float32", mesh, sharding.DEFAULT_RULES)
-
-    def to_fp8(node):
-        if isinstance(node, blocks.AttentionParams):
-            return node.replace(o=_quant_node("fp8", np.asarray(node.o), in_dims=2),
-                                **{n: _quant_node("fp8", np.asarray(getattr(node, n))) for n in ("q", "k", "v")})
-        return node
-
-    params = fuse_projections(jax.tree_util.tree_map(to_fp8, dense, is_leaf=lambda n: isinstance(
-        n, blocks.AttentionParams)), mesh, sharding.DEFAULT_RULES)
+    cfg, params, mesh = _fp8_model(tmp_path)
     monkeypatch.setenv("DGJAX_ATTENTION", "kernel")
     monkeypatch.setenv(gemv_api.ENV_VAR, "kernel")  # the GEMV kernel (interpreted) takes `after` operands
     monkeypatch.setattr(prefetch_api, "_on_gpu", lambda: True)
