@@ -9,8 +9,10 @@ streaming reads in between.
 The kernel reads the array's bytes as uint32 words [M, 256] (1 KB rows, `as_words`), each program a
 contiguous range of rows in 16 KB steps, and writes each program's word-wise max (`ref.py` computes the same
 value). XLA still removes the kernel where nothing reads that result (benchmarks/l2_probe.py's first H200 run,
-2026-12-03: no prefetch kernel in its traces), so a caller must consume it. Probe grade, not used by the engine:
-the same run found the fp8 readers only ~25% faster from L2 (benchmarks/results/2026-12-03-s17a-*).
+2026-12-03: no prefetch kernel in its traces), so a caller must consume it: the engine's opt-in use (api.py,
+DGJAX_L2_PREFETCH) hands it to the next q/k/v GEMV as an unread operand. That run found the fp8 readers only
+~25% faster from L2 (benchmarks/results/2026-12-03-s17a-*); in the engine the prefetch beside the feed-forward
+lost (benchmarks/results/2026-12-04-s24-limits-add-norm-l2-prefetch.md).
 """
 
 from __future__ import annotations
