@@ -15,10 +15,10 @@ from flax import struct
 
 from dgjax.config import ModelConfig
 from dgjax.models import blocks
-from dgjax.pallas.l2_prefetch import api as prefetch
 from dgjax.models.batch import ForwardBatch, KVCache
 from dgjax.models.ops import embed_lookup, matmul
 from dgjax.models.params import ParamSpec, normal_init, resolve_dtype
+from dgjax.pallas.l2_prefetch import api as prefetch
 from dgjax.pallas.paged_attention import api as paged
 
 
