@@ -34,15 +34,17 @@ def _case(seed, b, kvh, g, d, rot, dtype, qk_norm):
 
 
 @pytest.mark.parametrize(
-    "b,kvh,g,d,rot,splits,qk_norm,window",
+    "b,kvh,g,d,rot,splits,qk_norm,window,early_keys",  # early_keys: the first key block loaded before q is used
     [
-        (3, 2, 4, 64, 64, 1, False, None),   # llama-like GQA, one split, a padding row
-        (3, 2, 2, 64, 32, 3, True, None),    # partial rotary (GLM), q/k norm (Qwen3), three splits
-        (2, 1, 8, 32, 32, 2, False, 5),      # group 8, sliding window
-        (2, 2, 1, 64, 64, 2, True, None),    # MHA (group padded 1 -> 16)
+        (3, 2, 4, 64, 64, 1, False, None, False),   # llama-like GQA, one split, a padding row
+        (3, 2, 4, 64, 64, 1, False, None, True),
+        (3, 2, 2, 64, 32, 3, True, None, False),    # partial rotary (GLM), q/k norm (Qwen3), three splits
+        (3, 2, 2, 64, 32, 3, True, None, True),
+        (2, 1, 8, 32, 32, 2, False, 5, False),      # group 8, sliding window
+        (2, 1, 8, 32, 32, 2, False, 5, True),
+        (2, 2, 1, 64, 64, 2, True, None, False),    # MHA (group padded 1 -> 16)
     ],
 )
-@pytest.mark.parametrize("early_keys", [False, True])  # the first key block loaded before q is used
 def test_kernel_matches_reference(b, kvh, g, d, rot, splits, qk_norm, window, early_keys):
     c = _case(b * 100 + g, b, kvh, g, d, rot, jnp.float32, qk_norm)
     want_out, want_k, want_v = ref.fused_decode_attention(**c, scale=d**-0.5, eps=1e-6, sliding_window=window)
