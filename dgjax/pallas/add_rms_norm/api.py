@@ -7,7 +7,10 @@ Dispatch (trace time), `impl=None` reading DGJAX_ADD_NORM (auto | ref | kernel, 
   C1: device 3.69 ms per tick with it, 3.59 without; benchmarks/results/2026-12-01-s8a-*).
 - "ref": ref.py. "kernel": the kernel for decode rows (<= 16), fed the quantized o projection's split-K
   partials unsummed (`SplitSums`) or a plain array (interpreted off GPU).
-DGJAX_ADD_NORM_WARPS (a power of two, default kernel.default_warps): the kernel's warps a program.
+DGJAX_ADD_NORM_WARPS (a power of two, default kernel.default_warps): the kernel's warps a program. At 16-32 warps
+the kernel took 3.0 µs a layer (5.1 at 4) but still tied XLA at best: it replaces only the norm fusion, and the
+residual add after the feed-forward becomes a launch of its own (s24d, qwen3-30b-a3b fp8 C1 busy 2.68 vs 2.64-2.66
+ms; benchmarks/results/2026-12-04-s24-limits-add-norm-l2-prefetch.md).
 """
 
 from __future__ import annotations
