@@ -47,13 +47,18 @@ class ReadCeiling:
     bytes_per_s: float
 
 
-def measure_read_ceiling(nbytes: int, calls: int = 10, repeats: int = 5, seed: int = 0) -> ReadCeiling:
-    """Row sums of a random bf16 [rows, cols] array of about `nbytes`: one read of every byte."""
+def read_array(nbytes: int, seed: int = 0) -> jax.Array:
+    """A random bf16 [rows, cols] array of about `nbytes`, made on the device (what the read ceilings read)."""
     rows = 4096 if nbytes >= 4096 * 4096 * 2 else 256
     cols = max(nbytes // (2 * rows), 1024)
     # One key per row keeps every random draw far below 2**32 elements, whatever the total size.
     row = lambda k: jax.random.uniform(k, (cols,), jnp.bfloat16, -1.0, 1.0)  # noqa: E731
-    x = jax.jit(lambda k: jax.vmap(row)(jax.random.split(k, rows)))(jax.random.key(seed))
+    return jax.jit(lambda k: jax.vmap(row)(jax.random.split(k, rows)))(jax.random.key(seed))
+
+
+def measure_read_ceiling(nbytes: int, calls: int = 10, repeats: int = 5, seed: int = 0) -> ReadCeiling:
+    """Row sums of a random bf16 [rows, cols] array of about `nbytes` (`read_array`): one read of every byte."""
+    x = read_array(nbytes, seed)
     reduce = jax.jit(lambda a: jnp.sum(a, axis=1, dtype=jnp.float32))
     timing = time_async(lambda: reduce(x), calls, repeats)
     size = x.nbytes

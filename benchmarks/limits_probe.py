@@ -38,7 +38,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from benchmarks import gpu_state
-from benchmarks.ceilings import time_async
+from benchmarks.ceilings import read_array, time_async
 from benchmarks.device_trace import trace_events
 from benchmarks.launch_sweep import fp8_node
 from benchmarks.report import machine_info, markdown_table, write_lines
@@ -59,10 +59,7 @@ STREAM_PROGRAMS = (132, 264, 528, 1056)
 def read_ceilings(nbytes: int, calls: int, repeats: int, interpret: bool, rounds: int = 2) -> list[tuple[str, float]]:
     """(name, bytes/s: the best of `rounds` interleaved rounds) for one bf16 array of about `nbytes`, read whole
     each way (interleaved, so a clock still ramping does not favour the ways timed last)."""
-    rows = 4096 if nbytes >= 4096 * 4096 * 2 else 256
-    cols = max(nbytes // (2 * rows), 1024)
-    x = jax.jit(lambda k: jax.vmap(lambda r: jax.random.uniform(r, (cols,), jnp.bfloat16, -1.0, 1.0))(
-        jax.random.split(k, rows)))(jax.random.key(0))
+    x = read_array(nbytes)
     ways = {
         "row sums (decode_bench's ceiling)": jax.jit(lambda a: jnp.sum(a, axis=1, dtype=jnp.float32)),
         "column sums": jax.jit(lambda a: jnp.sum(a, axis=0, dtype=jnp.float32)),

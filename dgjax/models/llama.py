@@ -79,8 +79,9 @@ def run_decoder(params: Any, kv: KVCache, batch: ForwardBatch, cfg: ModelConfig,
                 input_norm=layer.input_norm, page_offset=kv.page_offset(i), after=warmed,
             )
             x, h = blocks.add_rms_norm(x, h, layer.post_attention_norm, cfg.rms_norm_eps)
-            ahead = prefetch.attention_weights(params.layers[i + 1].attn) if i + 1 < len(params.layers) else ()
-            warmed = prefetch.prefetch(ahead, h) if ahead and batch.tokens.shape[1] == 1 else ()
+            warm_next = batch.tokens.shape[1] == 1 and i + 1 < len(params.layers)  # decode, a next layer to warm
+            ahead = prefetch.attention_weights(params.layers[i + 1].attn) if warm_next else ()
+            warmed = prefetch.prefetch(ahead, h) if ahead else ()
             x = x + feed_forward(layer, h, valid)
     with jax.named_scope("final_norm"):
         x = blocks.rms_norm(x, params.final_norm, cfg.rms_norm_eps)

@@ -551,24 +551,16 @@ def test_after_operands_order_the_kernel_without_changing_it(verified_triton_low
     """`after` arrays reach the kernel as extra operands it never reads: same result, and the CUDA custom call
     takes them (so a dependency-built CUDA graph runs the GEMV after their producers)."""
     rng = np.random.default_rng(3)
-    dense = jnp.asarray(rng.standard_normal((256, 512)) * 0.05, jnp.float32)
-    v, s = jax.jit(fp8_block.quantize)(dense.T)
-    w = Fp8BlockWeight(weight=v, scale=s, shape=(256, 512), in_dims=1, expert_dims=0)
-    x = jnp.asarray(rng.standard_normal((2, 256)), jnp.bfloat16)
+    w, _ = _encode("fp8", _rows(rng))
+    x = jnp.asarray(rng.standard_normal((2, K)), jnp.bfloat16)
     token = jnp.ones((4, 256), jnp.uint32)
     base = kernel.quant_gemv(x, w, interpret=True)
     got = kernel.quant_gemv(x, w, after=(token, token), interpret=True)
     np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(base, np.float32))
     spec = jax.ShapeDtypeStruct
     lowered = jax.jit(lambda a, ww, t: kernel.quant_gemv(a, ww, after=(t,))).trace(
-        spec((2, 2048), jnp.bfloat16), jax.tree.map(lambda a: spec(a.shape, a.dtype), _fp8_node_of(2048, 5120)),
+        spec((2, 2048), jnp.bfloat16), _abstract_node("fp8", 2048, 5120),
         spec((132, 256), jnp.uint32)).lower(lowering_platforms=("cuda",)).as_text()
     assert verified_triton_lowering and all(verified_triton_lowering)
     call = next(line for line in lowered.splitlines() if "quant_gemv_fp8" in line and "custom_call" in line)
     assert "tensor<132x256xui32>" in call
-
-
-def _fp8_node_of(k: int, n: int) -> Fp8BlockWeight:
-    v, s = jax.eval_shape(fp8_block.quantize, jax.ShapeDtypeStruct((n, k), jnp.float32))
-    return Fp8BlockWeight(weight=jnp.zeros(v.shape, v.dtype), scale=jnp.zeros(s.shape, s.dtype), shape=(k, n),
-                          in_dims=1, expert_dims=0)

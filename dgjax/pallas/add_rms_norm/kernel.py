@@ -73,6 +73,7 @@ def add_rms_norm(x: jax.Array, delta: jax.Array | SplitSums, weight: jax.Array, 
     rows, width = x.shape
     if not supports(rows, width):
         raise ValueError(f"add_rms_norm kernel: {rows} rows of {width} (at most {MAX_ROWS} x {MAX_WIDTH})")
+    warps = num_warps or default_warps(width)
     parts = delta.parts.shape[0] if isinstance(delta, SplitSums) else 0
     d = delta.parts.reshape(parts * rows, width) if parts else delta
     has_bias = bool(parts) and delta.bias is not None
@@ -87,7 +88,7 @@ def add_rms_norm(x: jax.Array, delta: jax.Array | SplitSums, weight: jax.Array, 
         in_specs=[whole(a) for a in args],
         out_specs=[whole(out), whole(out)],
         out_shape=[out, out],
-        compiler_params=plgpu.CompilerParams(num_warps=num_warps or default_warps(width), num_stages=1),
+        compiler_params=plgpu.CompilerParams(num_warps=warps, num_stages=1),
         interpret=interpret,
-        name=f"add_rms_norm_s{parts}_e{width}_w{num_warps or default_warps(width)}",
+        name=f"add_rms_norm_s{parts}_e{width}_w{warps}",
     )(*args)
