@@ -1,4 +1,4 @@
-"""The quantized dense GEMV kernel on the GPU: llama-3.1-8b projections in fp8 / nvfp4 / mxfp4 at 1-16 rows,
+"""The quantized dense GEMV kernel on the GPU: llama-3.1-8b projections in fp8 / nvfp4 / mxfp4 / bf12 at 1-16 rows,
 against the reference (`reference_matmul`, dequantize the whole weight then dot) and a bf16 XLA dot.
 
 One run measures the HBM read ceiling, then for each shape, format and row count: checks the kernel against
@@ -26,11 +26,12 @@ from jax import lax
 
 from benchmarks.ceilings import measure_read_ceiling, time_async
 from dgjax.pallas.quant_gemv import kernel
-from dgjax.quant import Fp8BlockWeight, Mxfp4Weight, Nvfp4Weight, fp8_block, mxfp4, nvfp4, reference_matmul
+from dgjax.quant import Fp8BlockWeight, Mxfp4Weight, Nvfp4Weight, bf12, fp8_block, mxfp4, nvfp4, reference_matmul
 
 SHAPES = {"qkv": (4096, 6144), "o": (4096, 4096), "gate_up": (4096, 28672), "down": (14336, 4096)}  # (K, N)
 SMOKE_SHAPES = {"smoke": (256, 128)}
-FORMATS = ("fp8", "nvfp4", "mxfp4")
+FORMATS = ("fp8", "nvfp4", "mxfp4", "bf12")
+BYTES_PER_WEIGHT = {"fp8": 1.0, "bf12": 1.5}  # else ~0.55 (fp4 + scales)
 SWEEP = [(64, None), (128, None), (32, None), (64, "half"), (64, "double")]  # (block_n, splits vs default)
 
 
@@ -50,6 +51,8 @@ def _node(fmt: str, k: int, n: int, seed: int):
     """A random [K] -> [N] weight quantized on the device (jnp quantizers), in the checkpoint orientation."""
     rows = jax.jit(lambda key: 0.02 * jax.random.normal(key, (n, k), jnp.float32))(jax.random.key(seed))
     geo = dict(shape=(k, n), in_dims=1, expert_dims=0)
+    if fmt == "bf12":  # a bf16 weight re-encoded losslessly
+        return bf12.node_from(rows.astype(jnp.bfloat16), **geo)
     if fmt == "fp8":
         v, s = jax.jit(fp8_block.quantize)(rows)
         return Fp8BlockWeight(weight=v, scale=s, **geo)
@@ -174,7 +177,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
             if time.monotonic() - t0 > a.budget_s:
                 print(f"budget spent: skipping {shape} {fmt}", flush=True)
                 continue
-            approx_mb = k * n * (1.0 if fmt == "fp8" else 0.55) / 1e6
+            approx_mb = k * n * BYTES_PER_WEIGHT.get(fmt, 0.55) / 1e6
             copies = max(2, int(-(-a.min_mb // approx_mb)))
             rows += run_case(shape, k, n, fmt, a.rows, copies, a.calls, a.repeats, a.sweep, interpret)
     print_table(rows, ceiling.bytes_per_s)

@@ -3,6 +3,7 @@
 Device layouts and dtypes of every array are documented in README.md beside this file.
 """
 
+from dgjax.quant.bf12 import Bf12Weight
 from dgjax.quant.base import ArrayLayout, QuantizedWeight, array_shardings, array_specs, is_quantized
 from dgjax.quant.fp8_block import Fp8BlockWeight
 from dgjax.quant.int_group import IntWeight
@@ -12,5 +13,5 @@ from dgjax.quant.reference import reference_expert_matmul, reference_matmul
 
 __all__ = [
     "ArrayLayout", "QuantizedWeight", "array_shardings", "array_specs", "is_quantized",
-    "Fp8BlockWeight", "IntWeight", "Mxfp4Weight", "Nvfp4Weight", "reference_expert_matmul", "reference_matmul",
+    "Bf12Weight", "Fp8BlockWeight", "IntWeight", "Mxfp4Weight", "Nvfp4Weight", "reference_expert_matmul", "reference_matmul",
 ]

@@ -21,6 +21,10 @@ An expert-stacked weight stands for [E, K, N] (K contracted). Formats and the ti
   over its groups and applied to the decoded weights before the dot (NVFP4's per-expert global scale
   multiplies the result).
 - "int8" (`IntWeight` bits=8): int8 [E, N, K] with group scales: a [BN, BK] tile, scaled, one dot.
+- "bf12" (`Bf12Weight`, dense GEMV only): a [BN, BK/2] tile of byte pairs and one of code pairs; even and odd
+  inputs are rebuilt as bf16 (exponent field = code, sign and mantissa from the byte: the weight times
+  2**(15 - row top)) and meet x's even and odd columns times 2**X_SHIFT (two dots, exact scalings); the
+  kernel's epilogue applies the row scales and adds the row's escapes (`bf12_finish`).
 Quantized tiles are loaded unmasked (every dim is a multiple of the blocks; Triton cannot splat a fill
 value into e4m3), decoded to float32, scaled, rounded to x's dtype for the tensor-core dot. The whole
 weight is never dequantized.
@@ -39,18 +43,18 @@ from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas import carrier, fp8_mma, pdl
 from dgjax.pallas.launch import choose_impl
-from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, is_quantized
+from dgjax.quant import Bf12Weight, Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, bf12, is_quantized
 
 MIN_DOT = 16  # Triton's dot needs every dimension >= 16
 PLAIN_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16), jnp.dtype(jnp.float32))
-PACKED = ("nvfp4", "mxfp4", "int4")
+PACKED = ("nvfp4", "mxfp4", "int4", "bf12")  # x meets them as even and odd columns
 
 
 @dataclasses.dataclass(frozen=True)
 class Operand:
     """Static description of one expert-stacked weight standing for [E, k, n]."""
 
-    fmt: str  # plain | fp8 | nvfp4 | mxfp4 | int4 | int8
+    fmt: str  # plain | fp8 | nvfp4 | mxfp4 | int4 | int8 | bf12
     experts: int
     k: int
     n: int
@@ -59,6 +63,7 @@ class Operand:
     scale_grid: tuple[int, int] = (0, 0)  # fp8: (nb, kb)
     group: int = 0  # packed / int8: inputs per scale
     has_zero: bool = False  # int: asymmetric (zero points)
+    slots: int = 0  # bf12: escape table width
 
     @property
     def packed(self) -> bool:
@@ -77,6 +82,8 @@ def describe(w: Any) -> Operand | None:
             return Operand("nvfp4", e, k, n, 3, group=16)
         if isinstance(w, Mxfp4Weight):
             return Operand("mxfp4", e, k, n, 2, group=32)
+        if isinstance(w, Bf12Weight):
+            return Operand("bf12", e, k, n, 5, slots=w.slots)
         if isinstance(w, IntWeight) and w.bits in (4, 8):
             zero = w.zero_point is not None
             return Operand("int4" if w.bits == 4 else "int8", e, k, n, 2 + zero, group=w.group_size, has_zero=zero)
@@ -100,6 +107,8 @@ def operand(w: Any) -> tuple[Operand, tuple[jax.Array, ...]]:
         return op, (w.packed, w.block_scale.reshape(-1), w.global_scale.astype(jnp.float32).reshape(op.experts))
     if op.fmt == "mxfp4":
         return op, (w.packed, w.scale.reshape(-1))
+    if op.fmt == "bf12":
+        return op, (w.low, w.codes, w.row_scale.reshape(-1), w.escape_cols.reshape(-1), w.escape_bits.reshape(-1))
     zero = (w.zero_point.reshape(-1),) if op.has_zero else ()
     return op, (w.values, w.scale.reshape(-1)) + zero
 
@@ -208,6 +217,8 @@ def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None, rows=None) 
 
     if not op.packed:
         return row_tiles(load(k0 + c), op, tokens)
+    if op.fmt == "bf12":
+        return bf12_x(load(k0 + 2 * c)), bf12_x(load(k0 + 2 * c + 1))
     return load(k0 + 2 * c), load(k0 + 2 * c + 1)
 
 
@@ -533,6 +544,11 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int, sca
             q = q - _zero_points(z[0], op, expert, n0, k0, bn, bk, bk)
         w = q.astype(jnp.float32) * _group_scales(s_ref, op, expert, n0, k0, bn, bk, bk)
         return plgpu.dot(xs[0], w.astype(dtype), trans_b=True)
+    if op.fmt == "bf12":
+        even, odd = bf12_tile(refs, op, expert, k0, n0, bk, bn)
+        x_even, x_odd = xs
+        return (plgpu.dot(x_even, even.astype(dtype), trans_b=True)
+                + plgpu.dot(x_odd, odd.astype(dtype), trans_b=True))
     half = bk // 2
     w_ref, s_ref, *extra = refs
     packed = w_ref[expert, pl.ds(n0, bn), pl.ds(lax.div(k0, 2), half)].astype(jnp.int32)
@@ -548,4 +564,51 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int, sca
            + plgpu.dot(x_odd, (v_odd * scale).astype(dtype), trans_b=True))
     if op.fmt == "nvfp4":
         out = out * extra[0][expert]
+    return out
+
+
+# ---------------------------------------------------------------- bf12
+
+
+BF12_X_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32))  # x * 2**X_SHIFT would overflow float16
+
+
+def bf12_x(tile):
+    """x columns times 2**X_SHIFT (exact in bf16/f32 below 2**28): the rebuilt bf12 weights are tiny."""
+    return tile * jnp.asarray(2.0 ** bf12.X_SHIFT, tile.dtype)
+
+
+def bf12_tile(refs, op: Operand, expert, k0, n0, bk: int, bn: int):
+    """The even and odd inputs of a bf12 tile (k0:k0+bk, rows n0:n0+bn) as bf16 [bn, bk/2] each: exponent
+    field = the code, sign and mantissa from the byte, so code 0 (escapes, +-0) rebuilds as +-0."""
+    low_ref, codes_ref = refs[0], refs[1]
+    half = bk // 2
+    lw = low_ref[expert, pl.ds(n0, bn), pl.ds(lax.div(k0, 2), half)].astype(jnp.int32)
+    cw = codes_ref[expert, pl.ds(n0, bn), pl.ds(lax.div(k0, 2), half)].astype(jnp.int32)
+    even = ((lw & 0x80) << 8) | ((cw & 0x0F) << 7) | (lw & 0x7F)
+    odd = (lw & 0x8000) | ((cw & 0xF0) << 3) | ((lw >> 8) & 0x7F)
+    as_bf16 = lambda bits: lax.bitcast_convert_type(bits.astype(jnp.uint16), jnp.bfloat16)  # noqa: E731
+    return as_bf16(even), as_bf16(odd)
+
+
+def bf12_finish(acc, refs, x_ref, op: Operand, expert, n0, bn: int, tokens: int, escapes):
+    """A bf12 program's result [16, bn] from its accumulated dots: times the row scales, plus (where `escapes`,
+    a traced bool: one K split of each column block) every escape of these rows, x[col] * exact value, read
+    from the row's table (padding slots hold bits 0 and add nothing)."""
+    scale_ref, cols_ref, bits_ref = refs[2], refs[3], refs[4]
+    slots = op.slots
+    rows = expert * op.n + n0 + lax.broadcasted_iota(jnp.int32, (bn,), 0)
+    out = acc * plgpu.load(scale_ref.at[rows])[None, :]
+    idx = (expert * op.n + n0 + lax.broadcasted_iota(jnp.int32, (bn, slots), 0)) * slots + \
+        lax.broadcasted_iota(jnp.int32, (bn, slots), 1)
+    live = jnp.broadcast_to(escapes, (bn, slots))
+    bits = plgpu.load(bits_ref.at[idx], mask=live, other=0).astype(jnp.int32)
+    cols = plgpu.load(cols_ref.at[idx], mask=live, other=0).astype(jnp.int32)
+    valid = bits != 0
+    value = lax.bitcast_convert_type(bits << 16, jnp.float32)
+    r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
+    for i in range(tokens):
+        xv = plgpu.load(x_ref.at[i, cols], mask=valid, other=0).astype(jnp.float32)
+        fix = jnp.sum(jnp.where(valid, xv * value, 0.0), axis=1)
+        out = out + jnp.where(r == i, fix[None, :], 0.0)
     return out

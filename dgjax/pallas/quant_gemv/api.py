@@ -114,7 +114,7 @@ def quant_matmul(x: jax.Array, w: Any, *, contract: int = 1, out_dtype: Any = No
         raise ValueError("quant_matmul fuses a norm only over one contracted dim")
     lead, rows, kernel_ok = _kernel_takes(x, w, contract, impl)
     fuse_norm, fuse_splits = fusions()
-    if norm is not None and not (kernel_ok and fuse_norm):
+    if norm is not None and not (kernel_ok and fuse_norm and kernel.describe(w).fmt != "bf12"):
         x, norm = rms_norm(x, stacked.value(norm), eps), None
     if not kernel_ok:
         return reference_matmul(x, w, contract=contract, out_dtype=out_dtype)

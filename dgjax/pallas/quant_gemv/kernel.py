@@ -88,6 +88,8 @@ def supports(rows: int, w: Any, x_dtype: Any = jnp.bfloat16) -> bool:
     op = describe(w)
     if op is None or not 1 <= rows <= MAX_ROWS or jnp.dtype(x_dtype) not in tiles.PLAIN_DTYPES:
         return False
+    if op.fmt == "bf12" and jnp.dtype(x_dtype) not in tiles.BF12_X_DTYPES:
+        return False
     return any(valid_block_n(op, b) for b in BLOCK_N_DEFAULTS) and _block_k(op) is not None
 
 
@@ -177,6 +179,8 @@ def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: 
         acc = tiles.acc_rows(op, x_ref.dtype, acc) * lax.rsqrt(sq / op.k + eps)
     else:
         acc = tiles.acc_rows(op, x_ref.dtype, loop(step, carry)[0])
+    if op.fmt == "bf12":  # row scales; the escapes once per column block (its first K split)
+        acc = tiles.bf12_finish(acc, w_refs, x_ref, op, 0, n0, bn, rows, s == 0)
     tiles.store_rows(o_ref, acc.astype(o_ref.dtype), rows)
 
 
@@ -199,6 +203,8 @@ def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: ja
         raise ValueError(f"the quantized GEMV kernel cannot multiply x {x.shape} {x.dtype} by a "
                          f"{type(w).__name__} of shape {w.shape}")
     op, arrays = tiles.operand(as_expert_stack(w))
+    if norm is not None and op.fmt == "bf12":
+        raise ValueError("the bf12 GEMV does not fuse a norm (its escapes read x as it is)")
     launch = launch or default_launch(op, even=late_norm)
     check_launch(op, launch, even=late_norm)
     bn, bk, splits = launch.block_n, launch.block_k, launch.splits
