@@ -24,7 +24,7 @@ An expert-stacked weight stands for [E, K, N] (K contracted). Formats and the ti
 - "bf12" (`Bf12Weight`, dense GEMV only): a [BN, BK/2] tile of byte pairs and one of code pairs; even and odd
   inputs are rebuilt as bf16 (exponent field = code, sign and mantissa from the byte: the weight times
   2**(15 - row top)) and meet x's even and odd columns times 2**X_SHIFT (two dots, exact scalings); the
-  kernel's epilogue applies the row scales and adds the row's escapes (`bf12_finish`).
+  kernel's epilogue applies the row scales and adds the row's escapes (dgjax/pallas/bf12_tiles.py).
 Quantized tiles are loaded unmasked (every dim is a multiple of the blocks; Triton cannot splat a fill
 value into e4m3), decoded to float32, scaled, rounded to x's dtype for the tensor-core dot. The whole
 weight is never dequantized.
@@ -41,9 +41,9 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from dgjax.pallas import carrier, fp8_mma, pdl
+from dgjax.pallas import bf12_tiles, carrier, fp8_mma, pdl
 from dgjax.pallas.launch import choose_impl
-from dgjax.quant import Bf12Weight, Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, bf12, is_quantized
+from dgjax.quant import Bf12Weight, Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, is_quantized
 
 MIN_DOT = 16  # Triton's dot needs every dimension >= 16
 PLAIN_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16), jnp.dtype(jnp.float32))
@@ -218,7 +218,7 @@ def x_tiles(x_ref, tokens: int, k0, bk: int, op: Operand, norm=None, rows=None) 
     if not op.packed:
         return row_tiles(load(k0 + c), op, tokens)
     if op.fmt == "bf12":
-        return bf12_x(load(k0 + 2 * c)), bf12_x(load(k0 + 2 * c + 1))
+        return bf12_tiles.shifted_x(load(k0 + 2 * c)), bf12_tiles.shifted_x(load(k0 + 2 * c + 1))
     return load(k0 + 2 * c), load(k0 + 2 * c + 1)
 
 
@@ -545,7 +545,7 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int, sca
         w = q.astype(jnp.float32) * _group_scales(s_ref, op, expert, n0, k0, bn, bk, bk)
         return plgpu.dot(xs[0], w.astype(dtype), trans_b=True)
     if op.fmt == "bf12":
-        even, odd = bf12_tile(refs, op, expert, k0, n0, bk, bn)
+        even, odd = bf12_tiles.weight_tiles(refs, expert, k0, n0, bk, bn)
         x_even, x_odd = xs
         return (plgpu.dot(x_even, even.astype(dtype), trans_b=True)
                 + plgpu.dot(x_odd, odd.astype(dtype), trans_b=True))
@@ -564,51 +564,4 @@ def tile_dot(xs: tuple, refs, op: Operand, expert, k0, n0, bk: int, bn: int, sca
            + plgpu.dot(x_odd, (v_odd * scale).astype(dtype), trans_b=True))
     if op.fmt == "nvfp4":
         out = out * extra[0][expert]
-    return out
-
-
-# ---------------------------------------------------------------- bf12
-
-
-BF12_X_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32))  # x * 2**X_SHIFT would overflow float16
-
-
-def bf12_x(tile):
-    """x columns times 2**X_SHIFT (exact in bf16/f32 below 2**28): the rebuilt bf12 weights are tiny."""
-    return tile * jnp.asarray(2.0 ** bf12.X_SHIFT, tile.dtype)
-
-
-def bf12_tile(refs, op: Operand, expert, k0, n0, bk: int, bn: int):
-    """The even and odd inputs of a bf12 tile (k0:k0+bk, rows n0:n0+bn) as bf16 [bn, bk/2] each: exponent
-    field = the code, sign and mantissa from the byte, so code 0 (escapes, +-0) rebuilds as +-0."""
-    low_ref, codes_ref = refs[0], refs[1]
-    half = bk // 2
-    lw = low_ref[expert, pl.ds(n0, bn), pl.ds(lax.div(k0, 2), half)].astype(jnp.int32)
-    cw = codes_ref[expert, pl.ds(n0, bn), pl.ds(lax.div(k0, 2), half)].astype(jnp.int32)
-    even = ((lw & 0x80) << 8) | ((cw & 0x0F) << 7) | (lw & 0x7F)
-    odd = (lw & 0x8000) | ((cw & 0xF0) << 3) | ((lw >> 8) & 0x7F)
-    as_bf16 = lambda bits: lax.bitcast_convert_type(bits.astype(jnp.uint16), jnp.bfloat16)  # noqa: E731
-    return as_bf16(even), as_bf16(odd)
-
-
-def bf12_finish(acc, refs, x_ref, op: Operand, expert, n0, bn: int, tokens: int, escapes):
-    """A bf12 program's result [16, bn] from its accumulated dots: times the row scales, plus (where `escapes`,
-    a traced bool: one K split of each column block) every escape of these rows, x[col] * exact value, read
-    from the row's table (padding slots hold bits 0 and add nothing)."""
-    scale_ref, cols_ref, bits_ref = refs[2], refs[3], refs[4]
-    slots = op.slots
-    rows = expert * op.n + n0 + lax.broadcasted_iota(jnp.int32, (bn,), 0)
-    out = acc * plgpu.load(scale_ref.at[rows])[None, :]
-    idx = (expert * op.n + n0 + lax.broadcasted_iota(jnp.int32, (bn, slots), 0)) * slots + \
-        lax.broadcasted_iota(jnp.int32, (bn, slots), 1)
-    live = jnp.broadcast_to(escapes, (bn, slots))
-    bits = plgpu.load(bits_ref.at[idx], mask=live, other=0).astype(jnp.int32)
-    cols = plgpu.load(cols_ref.at[idx], mask=live, other=0).astype(jnp.int32)
-    valid = bits != 0
-    value = lax.bitcast_convert_type(bits << 16, jnp.float32)
-    r = lax.broadcasted_iota(jnp.int32, (MIN_DOT, 1), 0)
-    for i in range(tokens):
-        xv = plgpu.load(x_ref.at[i, cols], mask=valid, other=0).astype(jnp.float32)
-        fix = jnp.sum(jnp.where(valid, xv * value, 0.0), axis=1)
-        out = out + jnp.where(r == i, fix[None, :], 0.0)
     return out

@@ -36,6 +36,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas import bf12_tiles
 from dgjax.pallas.launch import Launch, choose_impl, split_steps, target_programs, whole
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, valid_block_k, valid_block_n
@@ -88,7 +89,7 @@ def supports(rows: int, w: Any, x_dtype: Any = jnp.bfloat16) -> bool:
     op = describe(w)
     if op is None or not 1 <= rows <= MAX_ROWS or jnp.dtype(x_dtype) not in tiles.PLAIN_DTYPES:
         return False
-    if op.fmt == "bf12" and jnp.dtype(x_dtype) not in tiles.BF12_X_DTYPES:
+    if op.fmt == "bf12" and jnp.dtype(x_dtype) not in bf12_tiles.X_DTYPES:
         return False
     return any(valid_block_n(op, b) for b in BLOCK_N_DEFAULTS) and _block_k(op) is not None
 
@@ -180,7 +181,7 @@ def _gemv_kernel(x_ref, *refs, op: Operand, rows: int, launch: Launch, k_steps: 
     else:
         acc = tiles.acc_rows(op, x_ref.dtype, loop(step, carry)[0])
     if op.fmt == "bf12":  # row scales; the escapes once per column block (its first K split)
-        acc = tiles.bf12_finish(acc, w_refs, x_ref, op, 0, n0, bn, rows, s == 0)
+        acc = bf12_tiles.finish(acc, w_refs, x_ref, op.n, op.slots, 0, n0, bn, rows, s == 0)
     tiles.store_rows(o_ref, acc.astype(o_ref.dtype), rows)
 
 
