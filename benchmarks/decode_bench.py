@@ -112,7 +112,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="steady ticks of the second, profiled run of each decode case (device time, idle share)")
     p.add_argument("--kv-cache-dtype", default="auto", help="auto | bfloat16 | fp8_e4m3")
     p.add_argument("--quantize", default="none",
-                   help="convert the random weights at load: none | fp8 | nvfp4 | nvfp4-experts | fp8+nvfp4-experts")
+                   help="convert the random weights at load: none | fp8 | nvfp4 | nvfp4-experts | fp8+nvfp4-experts | bf12")
     p.add_argument("--reference", action="store_true",
                    help="also decode at the first context with C=1 and the largest C through the plain-jnp "
                         "path (reference attention, unfused projections) for the kernels' speedup")

@@ -1,4 +1,5 @@
-"""Load-time weight conversion (explicit, off by default): bf16/f32 linear weights to FP8 block-128 or NVFP4.
+"""Load-time weight conversion (explicit, off by default): bf16/f32 linear weights to FP8 block-128, NVFP4 or
+the lossless bf12.
 
 Modes (`EngineConfig.quantize`, `--quantize`):
   none               keep the checkpoint's formats
@@ -6,7 +7,10 @@ Modes (`EngineConfig.quantize`, `--quantize`):
   nvfp4              every linear weight -> NVFP4
   nvfp4-experts      MoE expert weights -> NVFP4 (from bf16/f32, or from the checkpoint's FP8 blocks)
   fp8+nvfp4-experts  experts -> NVFP4, every other linear weight -> FP8
-Never converted: embeddings, lm_head, MoE routers (as in the public FP8/NVFP4 releases), weights already
+  bf12               every non-expert bf16 linear weight, lm_head included -> bf12 (dgjax/quant/bf12.py:
+                     the same bf16 values in 12 bits a weight); single-device meshes only (a weight's escape
+                     table indexes its whole input row); a weight bf12 cannot hold stays bf16, logged
+Never converted (fp8 / nvfp4): embeddings, lm_head, MoE routers (as in the public FP8/NVFP4 releases), weights already
 stored quantized in another format, and NVFP4 targets whose input dim is not a multiple of 16.
 Conversion runs on the device, one jitted quantizer per (shape, sharding), straight into the node's shardings.
 """
@@ -26,13 +30,13 @@ from jax.sharding import Mesh
 
 from dgjax.checkpoint.quantized import linear_prefixes
 from dgjax.models.params import ParamSpec, is_spec
-from dgjax.quant import Fp8BlockWeight, Nvfp4Weight, QuantizedWeight, array_shardings, fp8_block, nvfp4
+from dgjax.quant import Fp8BlockWeight, Nvfp4Weight, QuantizedWeight, array_shardings, bf12, fp8_block, nvfp4
 from dgjax.quant.base import split_shape
 from dgjax.sharding import ShardingRules
 
 log = logging.getLogger("dgjax.checkpoint")
 
-QUANTIZE_MODES = ("none", "fp8", "nvfp4", "nvfp4-experts", "fp8+nvfp4-experts")
+QUANTIZE_MODES = ("none", "fp8", "nvfp4", "nvfp4-experts", "fp8+nvfp4-experts", "bf12")
 _NEVER = re.compile(r"(^|\.)lm_head$|\.mlp\.gate$|shared_expert_gate|router")
 
 
@@ -56,16 +60,21 @@ def parse_quantize(mode: str | None) -> QuantizeOptions:
         "nvfp4": QuantizeOptions("nvfp4", "nvfp4"),
         "nvfp4-experts": QuantizeOptions(None, "nvfp4"),
         "fp8+nvfp4-experts": QuantizeOptions("fp8", "nvfp4"),
+        "bf12": QuantizeOptions("bf12", None),
     }[mode]
 
 
 def _target(src: Any, spec: ParamSpec, opts: QuantizeOptions) -> tuple[str | None, int]:
     """(format to convert this leaf to or None, expert dims)."""
     linear = linear_prefixes(src)
-    if linear is None or "vocab" in spec.axes:
+    if linear is None:
         return None, 0
     modules, expert_dims = linear
-    if _NEVER.search(modules[0]) or "experts" in spec.axes[expert_dims:]:
+    if opts.linear == "bf12":  # lossless: lm_head too; routers are tiny and stay
+        lossless = not expert_dims and "experts" not in spec.axes and not re.search(r"\.mlp\.gate$|gate$|router",
+                                                                                    modules[0])
+        return ("bf12" if lossless else None), expert_dims
+    if "vocab" in spec.axes or _NEVER.search(modules[0]) or "experts" in spec.axes[expert_dims:]:
         return None, 0
     return (opts.experts if expert_dims else opts.linear), expert_dims
 
@@ -123,11 +132,36 @@ def convert_leaf(leaf: Any, src: Any, spec: ParamSpec, opts: QuantizeOptions, me
         log.info("%s: input dim %d is not a multiple of %d; not converted to nvfp4",
                  linear_prefixes(src)[0][0], k, nvfp4.BLOCK)
         return leaf
+    if kind == "bf12":
+        return _to_bf12(leaf, src, shape, in_dims, mesh)
     cls = Fp8BlockWeight if kind == "fp8" else Nvfp4Weight
     sh = array_shardings(cls, shape, tuple(spec.axes), in_dims, e, mesh, rules)
     names = ("weight", "scale") if kind == "fp8" else ("packed", "block_scale", "global_scale")
     arrays = _converter(kind, from_node, shape, in_dims, e, tuple(sh[n] for n in names))(leaf)
     return cls(**dict(zip(names, arrays)), shape=shape, in_dims=in_dims, expert_dims=e)
+
+
+@functools.lru_cache(maxsize=64)
+def _matrix(shape: tuple[int, ...], in_dims: int):
+    """dense bf16 [*in, *out] -> [N, K] (the checkpoint's orientation, what bf12 encodes row by row)."""
+    n = math.prod(shape[in_dims:])
+    perm = tuple(range(in_dims, len(shape))) + tuple(range(in_dims))
+    return jax.jit(lambda w: jnp.transpose(w.astype(jnp.bfloat16), perm).reshape(n, -1))
+
+
+def _to_bf12(leaf: Any, src: Any, shape: tuple[int, ...], in_dims: int, mesh: Mesh) -> Any:
+    name = linear_prefixes(src)[0][0]
+    if mesh.size > 1:
+        log.info("%s: bf12 runs on one device only; kept in %s", name, leaf.dtype)
+        return leaf
+    if leaf.dtype != jnp.bfloat16:
+        log.info("%s: bf12 re-encodes bf16 weights; a %s weight is kept", name, leaf.dtype)
+        return leaf
+    try:
+        return bf12.node_from(_matrix(shape, in_dims)(leaf), shape, in_dims)
+    except bf12.Bf12Unencodable as e:
+        log.info("%s: kept in bf16: %s", name, e)
+        return leaf
 
 
 def convert_params(params: Any, sources: Any, specs: Any, opts: QuantizeOptions, mesh: Mesh,

@@ -260,3 +260,15 @@ class Bf12Weight(QuantizedWeight):
 
     def rows(self) -> jax.Array:
         return self.bf16_rows().astype(jnp.float32)
+
+    def widened(self, slots: int) -> "Bf12Weight":
+        """The same weight with escape tables `slots` wide (padding slots: column 0, bits 0)."""
+        pad = [(0, 0)] * (self.escape_cols.ndim - 1) + [(0, slots - self.slots)]
+        return self.replace(escape_cols=jnp.pad(self.escape_cols, pad), escape_bits=jnp.pad(self.escape_bits, pad),
+                            slots=slots)
+
+    @staticmethod
+    def align_for_concat(nodes):
+        """Siblings joined row-wise (fused q/k/v, gate/up) need one table width: the widest."""
+        slots = max(n.slots for n in nodes)
+        return [n if n.slots == slots else n.widened(slots) for n in nodes]

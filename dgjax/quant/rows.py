@@ -27,6 +27,9 @@ def concat_row_segments(nodes: Sequence[QuantizedWeight], segments: Sequence[Seg
     """A node of dense `shape` (same input dims as the nodes) whose N rows are `segments` in order, or None
     when the nodes differ in format / inputs / format parameters, carry expert dims, or a segment is not
     on every array's row grid."""
+    align = getattr(type(nodes[0]), "align_for_concat", None)
+    if align is not None and all(type(n) is type(nodes[0]) for n in nodes):
+        nodes = align(nodes)  # e.g. bf12's escape tables to one width
     first = nodes[0]
     same = all(type(n) is type(first) and n.static_args() == first.static_args() and n.in_shape == first.in_shape
                and n.in_dims == first.in_dims and n.expert_dims == 0 for n in nodes)

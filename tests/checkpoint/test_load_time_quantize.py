@@ -24,7 +24,7 @@ from dgjax.config import ModelConfig  # noqa: E402
 from dgjax.engine_args import add_engine_args, engine_config_from_args  # noqa: E402
 from dgjax.models.params import ParamSpec, init_params  # noqa: E402
 from dgjax.models.registry import get_family  # noqa: E402
-from dgjax.quant import Fp8BlockWeight, Nvfp4Weight, fp8_block, nvfp4  # noqa: E402
+from dgjax.quant import Bf12Weight, Fp8BlockWeight, Nvfp4Weight, bf12, fp8_block, nvfp4  # noqa: E402
 from dgjax.sharding import DEFAULT_RULES, make_mesh  # noqa: E402
 
 LINEAR_LEAVES = {"attn": ("q", "k", "v", "o"), "mlp": ("gate", "up", "down")}
@@ -143,6 +143,42 @@ def test_random_weights_convert_too_and_the_flag_reaches_engine_config(dense):
     add_engine_args(p)
     assert engine_config_from_args(p.parse_args([])).quantize == "none"
     assert engine_config_from_args(p.parse_args(["--quantize", "fp8+nvfp4-experts"])).quantize == "fp8+nvfp4-experts"
-    assert set(QUANTIZE_MODES) == {"none", "fp8", "nvfp4", "nvfp4-experts", "fp8+nvfp4-experts"}
+    assert set(QUANTIZE_MODES) == {"none", "fp8", "nvfp4", "nvfp4-experts", "fp8+nvfp4-experts", "bf12"}
     with pytest.raises(ValueError, match="unknown quantize mode"):
         parse_quantize("int3")
+
+
+def test_bf12_holds_every_projection_and_lm_head_bit_for_bit_and_decodes_the_same(dense, monkeypatch):
+    """--quantize bf12 on a bf16 checkpoint: each projection and lm_head becomes a Bf12Weight holding exactly the
+    bf16 bits (checked against the numpy encoder too); prefill logprobs equal the bf16 model's, through the
+    reference (decode, then dot) and through the interpreted GEMV kernel (decode-sized calls)."""
+    path, model, cfg = dense
+    mesh = make_mesh(1)
+    plain = load_params(str(path), cfg, "bfloat16", mesh, DEFAULT_RULES)
+    params = load_params(str(path), cfg, "bfloat16", mesh, DEFAULT_RULES, quantize="bf12")
+    for i, layer in enumerate(params.layers):
+        for block, leaves in LINEAR_LEAVES.items():
+            for leaf in leaves:
+                node, dense_leaf = getattr(getattr(layer, block), leaf), getattr(getattr(plain.layers[i], block), leaf)
+                assert isinstance(node, Bf12Weight), (i, leaf, type(node))
+                np.testing.assert_array_equal(np.asarray(node.dequantize(jnp.bfloat16)).view(np.uint16),
+                                              np.asarray(dense_leaf).view(np.uint16))
+    head = params.lm_head
+    assert isinstance(head, Bf12Weight) and isinstance(params.embed, jax.Array)
+    want = bf12.encode_np(np.asarray(plain.lm_head).T.copy())
+    for name, array in want.items():
+        np.testing.assert_array_equal(np.asarray(getattr(head, name)), array)
+    base = np.asarray(jax.nn.log_softmax(PagedRunner(cfg, plain, mesh).prefill("seq", TOKENS), axis=-1))
+    one = np.asarray(jax.nn.log_softmax(PagedRunner(cfg, plain, mesh).prefill("seq", TOKENS[:1]), axis=-1))
+    for impl in ("ref", "kernel"):
+        monkeypatch.setenv("DGJAX_QUANT_GEMV", impl)
+        jax.clear_caches()
+        runner = PagedRunner(cfg, params, mesh)
+        logprobs = np.asarray(jax.nn.log_softmax(runner.prefill("one", TOKENS[:1]), axis=-1))  # one row: the GEMV
+        if impl == "ref":  # the same bf16 weights through the same dots: the same logprobs
+            np.testing.assert_array_equal(logprobs, one)
+            np.testing.assert_array_equal(np.asarray(jax.nn.log_softmax(runner.prefill("all", TOKENS), axis=-1)), base)
+        else:  # the kernel sums in another order (float32 results within ~1e-7); bf16 activations amplify that
+            np.testing.assert_allclose(logprobs, one, atol=0.1, rtol=0)
+            assert logprobs.argmax(-1).tolist() == one.argmax(-1).tolist()
+    jax.clear_caches()
