@@ -32,7 +32,8 @@ SHAPES = {"qkv": (4096, 6144), "o": (4096, 4096), "gate_up": (4096, 28672), "dow
 SMOKE_SHAPES = {"smoke": (256, 128)}
 FORMATS = ("fp8", "nvfp4", "mxfp4", "bf12")
 BYTES_PER_WEIGHT = {"fp8": 1.0, "bf12": 1.5}  # else ~0.55 (fp4 + scales)
-SWEEP = [(64, None), (128, None), (32, None), (64, "half"), (64, "double")]  # (block_n, splits vs default)
+SWEEP = [(64, None), (128, None), (32, None), (64, "half"), (64, "double"), (128, "half"), (128, "double")]
+# (block_n, splits vs default), each at 3 / 4 / 2 stages and 4 / 8 warps
 
 
 @dataclasses.dataclass
@@ -74,13 +75,14 @@ def _bf16_dot(x, w):
 
 
 def sweep_launches(op: kernel.Operand, limit: int | None = None) -> list[kernel.Launch]:
-    """Column blocks, splits and pipeline stages around the default launch (valid tilings only)."""
+    """Column blocks, splits, pipeline stages and warps around the default launch (valid tilings only)."""
     base = kernel.default_launch(op)
     out = []
     for bn, splits in SWEEP:
         s = {None: base.splits, "half": max(1, base.splits // 2), "double": 2 * base.splits}[splits]
         launch = dataclasses.replace(base, block_n=bn, splits=s)
-        for cand in (launch, dataclasses.replace(launch, num_stages=4)):
+        for cand in (launch, dataclasses.replace(launch, num_stages=4), dataclasses.replace(launch, num_warps=8),
+                     dataclasses.replace(launch, num_warps=8, num_stages=2), dataclasses.replace(launch, num_stages=2)):
             try:
                 kernel.check_launch(op, cand)
             except ValueError:
