@@ -208,20 +208,25 @@ def _encoder(slots: int, out_shardings: Any):
 
 
 def decode(low, codes, row_scale, escape_cols, escape_bits) -> jax.Array:
-    """jnp twin of `decode_np`: bf16 [..., N, K] with exactly the encoded bits."""
-    low, codes = low.astype(jnp.int32), codes.astype(jnp.int32)
-    byte = jnp.stack([low & 0xFF, low >> 8], axis=-1).reshape(low.shape[:-1] + (-1,))
-    code = jnp.stack([codes & 15, codes >> 4], axis=-1).reshape(codes.shape[:-1] + (-1,))
-    scale_bits = jax.lax.bitcast_convert_type(row_scale.astype(jnp.float32), jnp.int32)
-    top = ((scale_bits >> 23) & 0xFF) - 127 + WINDOW + X_SHIFT
-    e = top[..., None] + code - WINDOW
-    bits = jnp.where(code > 0, ((byte & 0x80) << 8) | (e << 7) | (byte & 0x7F), (byte & 0x80) << 8)
-    k, slots = bits.shape[-1], escape_cols.shape[-1]
-    flat = bits.reshape(-1, k)
+    """jnp twin of `decode_np`: bf16 [..., N, K] with exactly the encoded bits. One elementwise pass writes the
+    16-bit patterns, then the escapes are scattered into that buffer (the reference path runs this for every
+    prefill chunk: no 32-bit temporaries of the whole matrix)."""
+    top = ((jax.lax.bitcast_convert_type(row_scale.astype(jnp.float32), jnp.int32) >> 23) & 0xFF) - 127 + WINDOW \
+        + X_SHIFT
+    base = (top[..., None] - WINDOW).astype(jnp.int32)
+
+    def half(byte, code):
+        bits = jnp.where(code > 0, ((byte & 0x80) << 8) | ((base + code) << 7) | (byte & 0x7F), (byte & 0x80) << 8)
+        return bits.astype(jnp.uint16)
+
+    lw, cw = low.astype(jnp.int32), codes.astype(jnp.int32)
+    pairs = jnp.stack([half(lw & 0xFF, cw & 15), half(lw >> 8, cw >> 4)], axis=-1)
+    k, slots = 2 * low.shape[-1], escape_cols.shape[-1]
+    flat = pairs.reshape(-1, k)
     cols = jnp.where(escape_bits != 0, escape_cols.astype(jnp.int32), k).reshape(-1, slots)  # padding: dropped
     rows = jnp.arange(flat.shape[0], dtype=jnp.int32)[:, None]
-    bits = flat.at[rows, cols].set(escape_bits.astype(jnp.int32).reshape(-1, slots), mode="drop").reshape(bits.shape)
-    return jax.lax.bitcast_convert_type(bits.astype(jnp.uint16), jnp.bfloat16)
+    flat = flat.at[rows, cols].set(escape_bits.reshape(-1, slots), mode="drop")
+    return jax.lax.bitcast_convert_type(flat.reshape(low.shape[:-1] + (k,)), jnp.bfloat16)
 
 
 @struct.dataclass

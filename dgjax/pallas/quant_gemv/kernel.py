@@ -134,15 +134,18 @@ def default_launch(op: Operand, programs: int | None = None, even: bool = False)
     return Launch(bn, bk, _splits_to_fill(op, bn, bk, programs, even))
 
 
+BF12_STAGES = 2  # a 48 KB K step: 2 stages were as fast or faster in every swept shape (s25e), 8 warps never
+
+
 def _bf12_launch(op: Operand, bk: int, programs: int, even: bool) -> Launch:
     """bf12: 128-column blocks where they alone give every SM a program (llama's gate/up: 55 vs 69 µs at 64
     columns), else the defaults; K splits up to just under two programs an SM (down 32.9 µs at 256 programs vs 36.3
     at 512; o 16.0 vs 18.4; benchmarks/results/2026-12-04-s25b-*)."""
     wide = valid_block_n(op, WIDE_BLOCK_N) and op.n // WIDE_BLOCK_N >= programs // PROGRAMS_PER_SM
     if wide:
-        return Launch(WIDE_BLOCK_N, bk)
+        return Launch(WIDE_BLOCK_N, bk, num_stages=BF12_STAGES)
     bn = next(b for b in BLOCK_N_DEFAULTS if valid_block_n(op, b))
-    return Launch(bn, bk, _splits_to_fill(op, bn, bk, programs - programs // 16, even))
+    return Launch(bn, bk, _splits_to_fill(op, bn, bk, programs - programs // 16, even), num_stages=BF12_STAGES)
 
 
 def check_launch(op: Operand, launch: Launch, even: bool = False) -> None:
