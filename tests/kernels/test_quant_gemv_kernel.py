@@ -7,12 +7,13 @@ import os
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.quant_gemv import api, kernel, ref
-from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, fp8_block, int_group, mxfp4, nvfp4
+from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, bf12, fp8_block, int_group, mxfp4, nvfp4
 
 N, K = 64, 256
 FP8_BLOCK = (32, 64)  # 4 scale blocks along K, 2 along N: column blocks and K steps cross them
@@ -22,6 +23,12 @@ GROUPS = {"int4": 32, "int4-sym": 64, "int8": 64, "int8-zero": 32}
 def _encode(fmt: str, rows: np.ndarray, in_shape=(K,)):
     """float32 [N, K] rows -> (node standing for dense [*in_shape, N], numpy float32 dequantized rows)."""
     geo = dict(shape=tuple(in_shape) + (rows.shape[0],), in_dims=len(in_shape), expert_dims=0)
+    if fmt == "bf12":  # the rows rounded to bf16, re-encoded losslessly, with values below their row's window
+        rows = np.array(rows, np.float32)
+        rows[::7, 3::37] = 1e-20  # escapes: exact values from the table, x[col] * value added once per block
+        bits = rows.astype(ml_dtypes.bfloat16)
+        node = bf12.node_from(jnp.asarray(bits), geo["shape"], geo["in_dims"])
+        return node, bits.astype(np.float32)
     if fmt == "fp8":
         v, s = fp8_block.quantize_np(rows, FP8_BLOCK)
         node = Fp8BlockWeight(weight=jnp.asarray(v), scale=jnp.asarray(s), block=FP8_BLOCK, **geo)
@@ -62,7 +69,7 @@ def _check(got, want, dtype):
 # ---------------------------------------------------------------- ref.py against numpy
 
 
-@pytest.mark.parametrize("fmt", ["fp8", "nvfp4", "mxfp4", "int4", "int8-zero"])
+@pytest.mark.parametrize("fmt", ["fp8", "nvfp4", "mxfp4", "int4", "int8-zero", "bf12"])
 def test_reference_equals_dequantize_then_dot(fmt):
     rng = np.random.default_rng(1)
     node, dense_rows = _encode(fmt, _rows(rng), in_shape=(4, K // 4))  # two input dims, as o_proj has
@@ -92,6 +99,10 @@ CASES = [
     (3, jnp.bfloat16, "fp8", L(32, 32, unroll=3)),  # 8 K steps: 2 iterations of 3, then 2 single steps
     (16, jnp.float32, "nvfp4", L(32, 32, unroll=4)),
     (2, jnp.bfloat16, "fp8", L(16, 32, 2, unroll=2)),
+    # bf12: escapes added once per column block (split 0), row scales, even/odd halves
+    (1, jnp.bfloat16, "bf12", None),
+    (3, jnp.float32, "bf12", L(32, 64, 2)),
+    (16, jnp.bfloat16, "bf12", L(16, 32, 4)),
 ]
 
 
@@ -564,3 +575,21 @@ def test_after_operands_order_the_kernel_without_changing_it(verified_triton_low
     assert verified_triton_lowering and all(verified_triton_lowering)
     call = next(line for line in lowered.splitlines() if "quant_gemv_fp8" in line and "custom_call" in line)
     assert "tensor<132x256xui32>" in call
+
+
+@pytest.mark.parametrize("launch", [None, L(32, 64, 2)])
+def test_bf12_escapes_carry_the_whole_result_when_x_skips_the_outliers(launch):
+    """Each row: an outlier 2**20 in input 0 (its window then starts at 2**6), 40 values ~1 below that window
+    (escapes, exact values from the table) and zeros; x[:, 0] = 0, so the product is the escapes alone."""
+    rng = np.random.default_rng(3)
+    rows = np.zeros((N, K), np.float32)
+    rows[:, 0] = 2.0**20
+    for r in range(N):
+        rows[r, rng.choice(np.arange(1, K), 40, replace=False)] = rng.standard_normal(40)
+    node, dense = _encode("bf12", rows)
+    assert int(np.count_nonzero(np.asarray(node.escape_bits))) >= 40 * N
+    x = jnp.asarray(rng.standard_normal((3, K)), jnp.float32).at[:, 0].set(0.0)
+    got = np.asarray(kernel.quant_gemv(x, node, launch=launch, interpret=True))
+    want = np.asarray(x, np.float64) @ dense.T.astype(np.float64)
+    assert np.abs(want).max() > 1.0
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=0)

@@ -63,7 +63,7 @@ class Config:
 def supports(gate: Any, up: Any, down: Any, hidden_act: str) -> bool:
     """Whether the kernel handles this activation and these weights (else use the reference)."""
     ops = [describe(w) for w in (gate, up, down)]
-    if hidden_act not in ACTIVATIONS or any(o is None for o in ops):
+    if hidden_act not in ACTIVATIONS or any(o is None or o.fmt == "bf12" for o in ops):
         return False
     g, u, d = ops
     if g != u or (d.experts, d.k, d.n) != (g.experts, g.n, g.k):
