@@ -74,15 +74,19 @@ def _bf16_dot(x, w):
     return lax.dot_general(x, w, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32).astype(x.dtype)
 
 
-def sweep_launches(op: kernel.Operand, limit: int | None = None) -> list[kernel.Launch]:
-    """Column blocks, splits, pipeline stages and warps around the default launch (valid tilings only)."""
+def sweep_launches(op: kernel.Operand, limit: int | None = None, block_ks: tuple[int, ...] = ()) -> list[kernel.Launch]:
+    """Column blocks, splits, pipeline stages and warps around the default launch (valid tilings only); with
+    `block_ks`, those K steps at 2-4 stages instead of the stage/warp variants."""
     base = kernel.default_launch(op)
     out = []
     for bn, splits in SWEEP:
         s = {None: base.splits, "half": max(1, base.splits // 2), "double": 2 * base.splits}[splits]
         launch = dataclasses.replace(base, block_n=bn, splits=s)
-        for cand in (launch, dataclasses.replace(launch, num_stages=4), dataclasses.replace(launch, num_warps=8),
-                     dataclasses.replace(launch, num_warps=8, num_stages=2), dataclasses.replace(launch, num_stages=2)):
+        variants = [launch, dataclasses.replace(launch, num_stages=4), dataclasses.replace(launch, num_warps=8),
+                    dataclasses.replace(launch, num_warps=8, num_stages=2), dataclasses.replace(launch, num_stages=2)]
+        if block_ks:
+            variants = [dataclasses.replace(launch, block_k=bk, num_stages=st) for bk in block_ks for st in (2, 3, 4)]
+        for cand in variants:
             try:
                 kernel.check_launch(op, cand)
             except ValueError:
@@ -97,7 +101,7 @@ def _fmt_launch(launch: kernel.Launch) -> str:
 
 
 def run_case(shape: str, k: int, n: int, fmt: str, row_counts: list[int], copies: int, calls: int, repeats: int,
-             sweep: bool, interpret: bool) -> list[Row]:
+             sweep: bool, interpret: bool, block_ks: tuple[int, ...] = ()) -> list[Row]:
     ws = [_node(fmt, k, n, seed=i) for i in range(copies)]
     dense = [jax.jit(lambda key: jax.random.normal(key, (k, n), jnp.bfloat16))(jax.random.key(100 + i))
              for i in range(copies)]
@@ -122,7 +126,7 @@ def run_case(shape: str, k: int, n: int, fmt: str, row_counts: list[int], copies
         print(f"{shape:8s} {fmt:6s} M={m:2d} {mb:7.1f} MB  {times}"
               f"  rel err {row.rel:.2e}  [{row.launch}] {row.note}", flush=True)
         if sweep and "kernel" in row.us:
-            for launch in sweep_launches(op, 1 if interpret else None):
+            for launch in sweep_launches(op, 1 if interpret else None, block_ks):
                 try:
                     us = _timed(lambda x, w, launch=launch: run(x, w, launch), xs, ws, calls, repeats) * 1e6
                 except Exception as e:
@@ -162,6 +166,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     p.add_argument("--calls", type=int, default=200, help="products per timed repeat")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--sweep", action="store_true")
+    p.add_argument("--sweep-block-k", type=int, nargs="*", default=[],
+                   help="sweep these K steps (at 2-4 stages) instead of the stage / warp variants")
     p.add_argument("--budget-s", type=float, default=420.0, help="skip remaining cases after this long")
     p.add_argument("--smoke", action="store_true", help="CPU: one tiny shape, kernel interpreted")
     a = p.parse_args(argv)
@@ -181,7 +187,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 continue
             approx_mb = k * n * BYTES_PER_WEIGHT.get(fmt, 0.55) / 1e6
             copies = max(2, int(-(-a.min_mb // approx_mb)))
-            rows += run_case(shape, k, n, fmt, a.rows, copies, a.calls, a.repeats, a.sweep, interpret)
+            rows += run_case(shape, k, n, fmt, a.rows, copies, a.calls, a.repeats, a.sweep, interpret,
+                             tuple(a.sweep_block_k))
     print_table(rows, ceiling.bytes_per_s)
     return rows
 
