@@ -10,8 +10,8 @@ Modes (`EngineConfig.quantize`, `--quantize`):
   bf12               every non-expert bf16 linear weight, lm_head included -> bf12 (dgjax/quant/bf12.py:
                      the same bf16 values in 12 bits a weight); single-device meshes only (a weight's escape
                      table indexes its whole input row); a weight bf12 cannot hold stays bf16, logged
-Never converted (fp8 / nvfp4): embeddings, lm_head, MoE routers (as in the public FP8/NVFP4 releases), weights already
-stored quantized in another format, and NVFP4 targets whose input dim is not a multiple of 16.
+Never converted to fp8 / nvfp4: embeddings, lm_head, MoE routers (as in the public FP8/NVFP4 releases), weights
+already stored quantized in another format, and NVFP4 targets whose input dim is not a multiple of 16.
 Conversion runs on the device, one jitted quantizer per (shape, sharding), straight into the node's shardings.
 """
 
@@ -71,8 +71,7 @@ def _target(src: Any, spec: ParamSpec, opts: QuantizeOptions) -> tuple[str | Non
         return None, 0
     modules, expert_dims = linear
     if opts.linear == "bf12":  # lossless: lm_head too; routers are tiny and stay
-        lossless = not expert_dims and "experts" not in spec.axes and not re.search(r"\.mlp\.gate$|gate$|router",
-                                                                                    modules[0])
+        lossless = not expert_dims and "experts" not in spec.axes and not re.search(r"gate$|router", modules[0])
         return ("bf12" if lossless else None), expert_dims
     if "vocab" in spec.axes or _NEVER.search(modules[0]) or "experts" in spec.axes[expert_dims:]:
         return None, 0

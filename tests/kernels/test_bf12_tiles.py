@@ -84,7 +84,8 @@ def test_the_kernel_lowers_with_the_ptx_decoder_at_llama_shapes(verified_triton_
                           expert_dims=0, slots=16)
         assert kernel.supports(rows, node) and not kernel.supports(rows, node, jnp.float16)
         x = spec((rows, k), jnp.bfloat16)
-        text = jax.jit(lambda a, w: kernel.quant_gemv(a, w)).trace(x, node).lower(lowering_platforms=("cuda",)).as_text()
+        lowered = jax.jit(lambda a, w: kernel.quant_gemv(a, w)).trace(x, node).lower(lowering_platforms=("cuda",))
+        text = lowered.as_text()
         assert "quant_gemv_bf12" in text
     assert verified_triton_lowering == [True] * 3
     assert bf12.X_SHIFT == 100  # the jnp/asm decoders assume x meets weights of 2**-126..2**-111 times 2**100

@@ -27,7 +27,7 @@ def _matrix() -> np.ndarray:
     bits = _bits(w)
     bits[2] = 0  # an all-zero row
     bits[3, : K // 2] = 0x8000  # -0 (no table entry: code 0 with the sign byte)
-    bits[4, :8] = [0x7F80, 0xFF80, 0x7FC1, 0xFFFF, 0x0001, 0x807F, 0x0080, 0x0040]  # inf, nan payloads, subnormals, min normal
+    bits[4, :8] = [0x7F80, 0xFF80, 0x7FC1, 0xFFFF, 0x0001, 0x807F, 0x0080, 0x0040]  # inf, NaNs, subnormals
     bits[5, ::64] = _bits(RNG.standard_normal(K // 64) * 1e-20)  # far below the row's window: escapes
     return bits
 

@@ -42,8 +42,9 @@ IMPLS = ("auto", "ref", "kernel")
 # Formats benchmarks/quant_gemv_check.py has checked against the reference on the H200 (2026-12-01,
 # benchmarks/results/2026-12-01-quant-gemv-check-nvidia-h200.md: fp8 2-4x, nvfp4/mxfp4 ~3x faster than the
 # dequantizing reference). The int4/int8 group formats have passed the interpret-mode and Triton-lowering
-# tests only: auto keeps the reference for them and `kernel` opts in.
-GPU_VALIDATED_FORMATS = frozenset({"fp8", "nvfp4", "mxfp4", "bf12"})  # bf12: 2026-12-04, s25a/s25b (rel err 0 at 1 row)
+# tests only: auto keeps the reference for them and `kernel` opts in. bf12: checked 2026-12-04
+# (benchmarks/results/2026-12-04-s25-bf12.md: 0 error at 1 row, bf16 output rounding above).
+GPU_VALIDATED_FORMATS = frozenset({"fp8", "nvfp4", "mxfp4", "bf12"})
 ENV_VAR = "DGJAX_QUANT_GEMV"
 MAX_ROWS = kernel.MAX_ROWS
 log = logging.getLogger(__name__)
