@@ -182,3 +182,27 @@ def test_bf12_holds_every_projection_and_lm_head_bit_for_bit_and_decodes_the_sam
             np.testing.assert_allclose(logprobs, one, atol=0.1, rtol=0)
             assert logprobs.argmax(-1).tolist() == one.argmax(-1).tolist()
     jax.clear_caches()
+
+
+def test_bf12_conversion_keeps_what_it_cannot_hold(caplog):
+    """A bf16 weight with a row of too many escapes, a float32 weight and a router stay as they are (logged);
+    an ordinary bf16 weight converts; the flag reaches the engine config."""
+    mesh, opts = make_mesh(1), parse_quantize("bf12")
+    spec = ParamSpec((128, 32), jnp.bfloat16, ("embed", "ffw"))
+    src = HFSource("model.layers.0.mlp.up_proj.weight", True)
+    good = jnp.asarray(np.random.default_rng(0).standard_normal((128, 32)), jnp.bfloat16)
+    node = convert_leaf(good, src, spec, opts, mesh, DEFAULT_RULES)
+    assert isinstance(node, Bf12Weight) and node.shape == (128, 32)
+    bad = good.at[0, 3].set(jnp.asarray(2.0**30, jnp.bfloat16))  # output 3's window moves above its other 127
+    with caplog.at_level("INFO", logger="dgjax.checkpoint"):
+        assert convert_leaf(bad, src, spec, opts, mesh, DEFAULT_RULES) is bad
+        f32 = good.astype(jnp.float32)
+        assert convert_leaf(f32, src, spec, opts, mesh, DEFAULT_RULES) is f32
+    assert "escapes" in caplog.text and "float32 weight is kept" in caplog.text
+    router = ParamSpec((128, 4), jnp.bfloat16, ("embed", "experts"))
+    leaf = good[:, :4]
+    assert convert_leaf(leaf, HFSource("model.layers.0.mlp.gate.weight", True), router, opts, mesh,
+                        DEFAULT_RULES) is leaf
+    p = argparse.ArgumentParser()
+    add_engine_args(p)
+    assert engine_config_from_args(p.parse_args(["--quantize", "bf12"])).quantize == "bf12"
