@@ -6,6 +6,7 @@ how many tokens that holds, and how many pages a single sequence can span.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import logging
@@ -25,6 +26,7 @@ from dgjax.models.fused import fuse_projections
 from dgjax.models.params import init_params, resolve_dtype
 from dgjax.models.batch import create_kv_cache, kv_bytes_per_page, resolve_kv_cache_dtype
 from dgjax.models.registry import get_family
+from dgjax.quant import is_quantized
 from dgjax.runtime.device_state import create_device_state
 from dgjax.runtime.executor import Executor
 from dgjax.runtime.page_pool import PagePool
@@ -111,6 +113,13 @@ def sharding_rules(ecfg: EngineConfig, cfg: ModelConfig) -> sharding.ShardingRul
     return sharding.DEFAULT_RULES
 
 
+def _formats(params) -> str:
+    """", 224 weights bf12, 1 fp8_block" for the packed nodes in `params` (what --quantize or the checkpoint gave)."""
+    counts = collections.Counter(leaf.format_name for leaf in jax.tree.leaves(params, is_leaf=is_quantized)
+                                 if is_quantized(leaf))
+    return "".join(f", {n} weights {fmt}" for fmt, n in sorted(counts.items()))
+
+
 def load_model(model_dir: str, cfg: ModelConfig, ecfg: EngineConfig, max_model_len: int) -> LoadedModel:
     family = get_family(cfg)
     dtype = resolve_dtype(cfg.torch_dtype, ecfg.dtype)
@@ -133,8 +142,8 @@ def load_model(model_dir: str, cfg: ModelConfig, ecfg: EngineConfig, max_model_l
         log.info("%s=0: q/k/v and gate/up stay separate projections", FUSE_ENV)
     jax.block_until_ready(params)
     nbytes = sum(x.nbytes for x in jax.tree.leaves(params))
-    log.info("weights: %.1f MiB in %s loaded in %.2fs on %d device(s) (%s)",
-             nbytes / 2**20, jnp.dtype(dtype).name, time.perf_counter() - t0, mesh.size,
+    log.info("weights: %.1f MiB in %s%s loaded in %.2fs on %d device(s) (%s)",
+             nbytes / 2**20, jnp.dtype(dtype).name, _formats(params), time.perf_counter() - t0, mesh.size,
              mesh.devices.flat[0].platform)
     kv_dtype = resolve_kv_cache_dtype(ecfg.kv_cache_dtype, dtype)
     num_pages = plan_num_pages(cfg, ecfg, max_model_len, kv_dtype, mesh)
