@@ -66,3 +66,21 @@ def test_random_weights_are_converted_leaf_by_leaf_to_the_same_result(monkeypatc
     assert len(got) == len(want) and any(x.dtype == jax.numpy.float8_e4m3fn for x in got)
     for a, b in zip(got, want):
         np.testing.assert_array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
+
+
+def test_engine_with_bf12_weights_generates_what_the_bf16_engine_generates(caplog):
+    """--quantize bf12 on a bf16 engine: projections and lm_head are packed (the load log says so), and greedy
+    decoding gives the bf16 engine's tokens (on the CPU the reference path: the same bf16 values, same dots)."""
+    from dgjax.quant import Bf12Weight
+
+    config = dict(SMALL, dtype="bfloat16")
+    with LLM(MODEL_DIR, small_engine_config(**config)) as llm:
+        want = llm.generate([PROMPT], SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))[0].token_ids
+    with caplog.at_level("INFO", logger="dgjax.engine"):
+        with LLM(MODEL_DIR, small_engine_config(quantize="bf12", **config)) as llm:
+            loaded = llm.engine._loaded
+            assert isinstance(loaded.params.layers[1].mlp.down, Bf12Weight)
+            assert isinstance(loaded.params.lm_head, Bf12Weight) or loaded.params.lm_head is None
+            out = llm.generate([PROMPT], SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))[0]
+    assert out.token_ids == want
+    assert "weights bf12" in caplog.text
