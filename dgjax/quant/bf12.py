@@ -111,6 +111,8 @@ def encode_np(w) -> dict[str, np.ndarray]:
         raise Bf12Unencodable(f"a row's largest exponent field {int(top.max())} exceeds {MAX_TOP}")
     slots = slots_for(worst)
     order = np.argsort(~escape, axis=-1, kind="stable")[..., :slots]  # escape positions first, ascending
+    if slots > k:  # a tiny matrix: the table is wider than its rows
+        order = np.pad(order, [(0, 0)] * (order.ndim - 1) + [(0, slots - k)])
     valid = np.arange(slots) < counts[..., None]
     cols = np.where(valid, order, 0).astype(np.uint16)
     esc_bits = np.where(valid, np.take_along_axis(bits, order, axis=-1), 0).astype(np.uint16)

@@ -131,3 +131,14 @@ def test_siblings_with_different_table_widths_join_row_wise():
     assert isinstance(joined, Bf12Weight) and joined.slots == 32
     got = np.asarray(jax.lax.bitcast_convert_type(joined.bf16_rows(), jnp.uint16))
     np.testing.assert_array_equal(got, np.concatenate([narrow, wide]))
+
+
+def test_a_matrix_narrower_than_the_table_round_trips():
+    bits = _bits(RNG.standard_normal((3, 8)))
+    bits[1, 1] = _bits(np.float32(1e-30))  # one escape
+    arrays = bf12.encode_np(bits)
+    assert arrays["escape_cols"].shape == (3, bf12.MIN_ESCAPE_SLOTS)
+    np.testing.assert_array_equal(bf12.decode_np(**arrays), bits)
+    w = jax.lax.bitcast_convert_type(jnp.asarray(bits), jnp.bfloat16)
+    for name, array in zip(arrays, bf12.encode(w, bf12.MIN_ESCAPE_SLOTS)):
+        np.testing.assert_array_equal(np.asarray(array), arrays[name], err_msg=name)
