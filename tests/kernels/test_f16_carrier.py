@@ -112,7 +112,8 @@ def test_split_merge_writes_carried_rows_on_both_paths():
                                         interpret=True)
     assert carried.dtype == jnp.float16 and plain.dtype == jnp.bfloat16
     np.testing.assert_array_equal(np.asarray(carried, np.float32), np.asarray(plain, np.float32))
-    wide = jnp.concatenate([acc] * 2), jnp.concatenate([m] * 2), jnp.concatenate([l] * 2)  # 4 rows: XLA's merge
+    reps = merge_api.max_kernel_rows() // b + 1  # more rows than the kernel merges: XLA's merge
+    wide = jnp.concatenate([acc] * reps), jnp.concatenate([m] * reps), jnp.concatenate([l] * reps)
     assert wide[0].shape[0] > merge_api.max_kernel_rows()
     got = merge_api.merge_for_attention(*wide, group=group, out_dtype=jnp.bfloat16, interpret=True, carry_f16=True)
     want = merge_ref.merge_splits(*wide, group, jnp.bfloat16)

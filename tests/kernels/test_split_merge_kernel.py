@@ -91,8 +91,8 @@ def test_kernel_lowers_to_a_valid_triton_module(s, group, d, out_dtype, verified
 
 
 def test_attention_merge_runs_the_kernel_only_for_small_batches(verified_triton_lowering):
-    """merge_for_attention (what the decode kernels call): the kernel at B <= MAX_KERNEL_ROWS (it won there on
-    the H200), the jnp merge above."""
+    """merge_for_attention (what the decode kernels call): the kernel at B <= MAX_KERNEL_ROWS (the decode
+    widths it was timed at on the H200), the jnp merge above."""
     spec = jax.ShapeDtypeStruct
     for b in (api.MAX_KERNEL_ROWS, api.MAX_KERNEL_ROWS + 2):
         args = (spec((b, 4, 9, 16, 128), jnp.float32), spec((b, 4, 9, 16), jnp.float32),

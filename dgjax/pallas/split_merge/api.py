@@ -1,13 +1,11 @@
 """The split-K merge entry point, `merge_for_attention`: what the decode attention kernels call once they
 run (so their dispatch, DGJAX_ATTENTION, and their interpret flag decide): the kernel for batches of up to
 MAX_KERNEL_ROWS rows, the jnp merge (ref.py) above.
-  Why the limit: on the H200 (2026-12-01, benchmarks/results/2026-12-01-s4-*) the kernel took 1.9 µs per
-  layer where XLA's merge took three kernels (4.4 µs) in qwen3-30b-a3b single-stream decode (width 2):
-  313.8 vs 304.6 tok/s; but with it on, 4- and 16-stream decode ran 2-6% slower (qwen3-30b-a3b C4 674.4 vs
-  691.2 tok/s; llama-3.1-8b C4 870.8 / C16 3184.2 vs 925.4 / 3290.0 on an earlier day), untraced.
-  That comparison crossed days and code versions, and session 8 found that one launch fewer per layer can
-  shorten the tick by more than it saves in device time (SplitSums: 2.82 vs 3.16 ms at 2.89 vs 2.93 ms of
-  device time). So DGJAX_SPLIT_MERGE_ROWS (default 2) moves the limit for an A/B (benchmarks/campaign_s9b.sh).
+  Why the limit: 16 rows is the widest default decode bucket. On the H200 (benchmarks/results/2026-12-04-s26-*), interleaved
+  in one device call each, the kernel against XLA's merge (ref.py): llama-3.1-8b C4 887.9 / 887.2 / 895.1 vs
+  875.6 / 876.2 tok/s, C16 3180.5 / 3206.0 vs 3155.3 / 3169.6; qwen3-30b-a3b fp8 C4 device busy 4.07 / 3.95 vs
+  4.09 / 4.09 ms a tick. (Session 4 had set the limit at 2 rows from an untraced comparison across days.)
+  Above 16 rows nothing was measured, so XLA's merge stays there. DGJAX_SPLIT_MERGE_ROWS moves the limit.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from dgjax.pallas.carrier import f16_carrier
 from dgjax.env import env_count
 from dgjax.pallas.split_merge import kernel, ref
 
-MAX_KERNEL_ROWS = 2
+MAX_KERNEL_ROWS = 16
 ROWS_ENV_VAR = "DGJAX_SPLIT_MERGE_ROWS"
 
 
