@@ -18,12 +18,10 @@ def merge_splits(acc: jax.Array, m: jax.Array, l: jax.Array, group: int, out_dty
 
     GP is the query group padded for the attention kernel's dot; only its first `group` rows are real.
     """
-    acc, m, l = acc[:, :, :, :group], m[..., :group], l[..., :group]  # real rows only (llama: 4 of 16)
     m_all = jnp.max(m, axis=-2, keepdims=True)
     m_all = jnp.where(jnp.isfinite(m_all), m_all, 0.0)
     w = jnp.where(l > 0.0, jnp.exp2(m - m_all), 0.0)
-    den = jnp.sum(l * w, axis=-2, keepdims=True)
-    # each split's weight over the denominator ([B, KVH, S, G], small) before the sum over the accumulators, so
-    # the large fusion does one multiply-add per accumulator element
-    w = w / jnp.where(den == 0.0, 1.0, den)
-    return jnp.sum(acc * w[..., None], axis=-3).astype(out_dtype)
+    num = jnp.sum(acc * w[..., None], axis=-3)
+    den = jnp.sum(l * w, axis=-2)
+    out = num / jnp.where(den == 0.0, 1.0, den)[..., None]
+    return out[:, :, :group].astype(out_dtype)
