@@ -25,11 +25,10 @@ import jax.numpy as jnp
 from jax import lax
 
 from benchmarks.ceilings import measure_read_ceiling, time_async
-from dgjax.pallas.quant_gemv import kernel, stream_k
+from dgjax.pallas.quant_gemv import kernel
 from dgjax.quant import Fp8BlockWeight, Mxfp4Weight, Nvfp4Weight, bf12, fp8_block, mxfp4, nvfp4, reference_matmul
 
 SHAPES = {"qkv": (4096, 6144), "o": (4096, 4096), "gate_up": (4096, 28672), "down": (14336, 4096)}  # (K, N)
-EXTRA_SHAPES = {"glm_qkv": (4096, 14336), "glm_o": (12288, 4096)}  # glm-4.5-air's fp8 projections (--shapes)
 SMOKE_SHAPES = {"smoke": (256, 128)}
 FORMATS = ("fp8", "nvfp4", "mxfp4", "bf12")
 BYTES_PER_WEIGHT = {"fp8": 1.0, "bf12": 1.5}  # else ~0.55 (fp4 + scales)
@@ -75,16 +74,10 @@ def _bf16_dot(x, w):
     return lax.dot_general(x, w, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32).astype(x.dtype)
 
 
-def sweep_launches(op: kernel.Operand, limit: int | None = None, block_ks: tuple[int, ...] = (),
-                   stream_programs: tuple[int, ...] = ()) -> list[kernel.Launch]:
+def sweep_launches(op: kernel.Operand, limit: int | None = None, block_ks: tuple[int, ...] = ()) -> list[kernel.Launch]:
     """Column blocks, splits, pipeline stages and warps around the default launch (valid tilings only); with
-    `block_ks`, those K steps at 2-4 stages instead of the stage/warp variants; with `stream_programs`, only
-    stream-K launches of those program counts (the default's K step and stages, 64 and 128 columns)."""
+    `block_ks`, those K steps at 2-4 stages instead of the stage/warp variants."""
     base = kernel.default_launch(op)
-    if stream_programs:
-        cands = [dataclasses.replace(base, block_n=bn, splits=1, programs=p)
-                 for p in stream_programs for bn in dict.fromkeys((base.block_n, 128, 64))]
-        return [c for c in cands if kernel.valid_block_n(op, c.block_n) and stream_k.supports(op, c)][:limit]
     out = []
     for bn, splits in SWEEP:
         s = {None: base.splits, "half": max(1, base.splits // 2), "double": 2 * base.splits}[splits]
@@ -104,13 +97,11 @@ def sweep_launches(op: kernel.Operand, limit: int | None = None, block_ks: tuple
 
 
 def _fmt_launch(launch: kernel.Launch) -> str:
-    split = f"p{launch.programs}" if launch.programs else f"s{launch.splits}"
-    return f"bn{launch.block_n} bk{launch.block_k} {split} st{launch.num_stages} w{launch.num_warps}"
+    return f"bn{launch.block_n} bk{launch.block_k} s{launch.splits} st{launch.num_stages} w{launch.num_warps}"
 
 
 def run_case(shape: str, k: int, n: int, fmt: str, row_counts: list[int], copies: int, calls: int, repeats: int,
-             sweep: bool, interpret: bool, block_ks: tuple[int, ...] = (),
-             stream_programs: tuple[int, ...] = ()) -> list[Row]:
+             sweep: bool, interpret: bool, block_ks: tuple[int, ...] = ()) -> list[Row]:
     ws = [_node(fmt, k, n, seed=i) for i in range(copies)]
     dense = [jax.jit(lambda key: jax.random.normal(key, (k, n), jnp.bfloat16))(jax.random.key(100 + i))
              for i in range(copies)]
@@ -135,7 +126,7 @@ def run_case(shape: str, k: int, n: int, fmt: str, row_counts: list[int], copies
         print(f"{shape:8s} {fmt:6s} M={m:2d} {mb:7.1f} MB  {times}"
               f"  rel err {row.rel:.2e}  [{row.launch}] {row.note}", flush=True)
         if sweep and "kernel" in row.us:
-            for launch in sweep_launches(op, 1 if interpret else None, block_ks, stream_programs):
+            for launch in sweep_launches(op, 1 if interpret else None, block_ks):
                 try:
                     us = _timed(lambda x, w, launch=launch: run(x, w, launch), xs, ws, calls, repeats) * 1e6
                 except Exception as e:
@@ -157,7 +148,7 @@ def print_table(rows: list[Row], ceiling_bps: float) -> None:
           "| launch |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        k, n = {**SHAPES, **EXTRA_SHAPES, **SMOKE_SHAPES}[r.shape]
+        k, n = {**SHAPES, **SMOKE_SHAPES}[r.shape]
         kus = r.us.get("kernel", float("nan"))
         tbs = r.mb * 1e6 / (kus * 1e-6) / 1e12
         btbs = k * n * 2 / (r.us["bf16"] * 1e-6) / 1e12
@@ -177,13 +168,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
     p.add_argument("--sweep", action="store_true")
     p.add_argument("--sweep-block-k", type=int, nargs="*", default=[],
                    help="sweep these K steps (at 2-4 stages) instead of the stage / warp variants")
-    p.add_argument("--stream-programs", type=int, nargs="*", default=[],
-                   help="with --sweep: stream-K launches of these program counts instead of the grid variants")
     p.add_argument("--budget-s", type=float, default=420.0, help="skip remaining cases after this long")
     p.add_argument("--smoke", action="store_true", help="CPU: one tiny shape, kernel interpreted")
     a = p.parse_args(argv)
     interpret = jax.default_backend() != "gpu"
-    shapes = {**SHAPES, **EXTRA_SHAPES}
+    shapes = SHAPES
     if a.smoke:
         shapes, a.shapes, a.min_mb, a.calls, a.repeats = SMOKE_SHAPES, ["smoke"], 0.0, 4, 2
     t0 = time.monotonic()
@@ -199,7 +188,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
             approx_mb = k * n * BYTES_PER_WEIGHT.get(fmt, 0.55) / 1e6
             copies = max(2, int(-(-a.min_mb // approx_mb)))
             rows += run_case(shape, k, n, fmt, a.rows, copies, a.calls, a.repeats, a.sweep, interpret,
-                             tuple(a.sweep_block_k), tuple(a.stream_programs))
+                             tuple(a.sweep_block_k))
     print_table(rows, ceiling.bytes_per_s)
     return rows
 

@@ -30,8 +30,6 @@ class Launch:
 
     `unroll` K steps run per loop iteration (their loads issue together; a remainder runs one step at a
     time): where one step's tile is small, e.g. an fp8 step held inside one 128-wide scale block.
-    `programs` > 0 (quantized GEMV only): that many programs share all K steps evenly instead of a (column
-    block, split) grid (dgjax/pallas/quant_gemv/stream_k.py); `splits` is then unused.
     """
 
     block_n: int
@@ -40,11 +38,10 @@ class Launch:
     num_warps: int = 4
     num_stages: int = 3
     unroll: int = 1
-    programs: int = 0
 
     def tag(self) -> str:
         """A short name for kernel names and tables."""
-        extra = (f"_u{self.unroll}" if self.unroll > 1 else "") + (f"_p{self.programs}" if self.programs else "")
+        extra = f"_u{self.unroll}" if self.unroll > 1 else ""
         return f"bn{self.block_n}_bk{self.block_k}_s{self.splits}_w{self.num_warps}_st{self.num_stages}{extra}"
 
 

@@ -16,11 +16,3 @@ def test_smoke_run_times_every_path_checks_the_kernel_and_sweeps(capsys):
     assert "failed" not in out and "    bn" in out  # one sweep launch timed
     lines = out.rstrip().splitlines()
     assert lines[-1].startswith("| smoke | nvfp4 | 2 |") and lines[-3].startswith("| shape |")
-
-
-def test_smoke_sweep_of_stream_k_launches(capsys):
-    """--stream-programs: the sweep times stream-K launches (tagged pN; the smoke shape has 2 blocks of 1 step) and they agree with the reference."""
-    rows = quant_gemv_check.main(["--smoke", "--rows", "1", "--formats", "bf12", "--sweep", "--stream-programs", "2"])
-    assert not rows[0].note and rows[0].rel < 1e-2
-    out = capsys.readouterr().out
-    assert "failed" not in out and " p2 " in out

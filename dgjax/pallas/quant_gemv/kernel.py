@@ -39,7 +39,6 @@ from jax.experimental.pallas import triton as plgpu
 from dgjax.pallas import bf12_tiles
 from dgjax.pallas.launch import PROGRAMS_PER_SM, Launch, choose_impl, split_steps, target_programs, whole
 from dgjax.pallas.moe_decode import tiles
-from dgjax.pallas.quant_gemv import stream_k
 from dgjax.pallas.moe_decode.tiles import Operand, valid_block_k, valid_block_n
 from dgjax.pallas.split_sums import SplitSums
 from dgjax.quant import is_quantized
@@ -224,12 +223,6 @@ def quant_gemv(x: jax.Array, w: Any, norm: jax.Array | None = None, norm_row: ja
     if norm is not None and op.fmt == "bf12":
         raise ValueError("the bf12 GEMV does not fuse a norm (its escapes read x as it is)")
     launch = launch or default_launch(op, even=late_norm)
-    if launch.programs:  # stream-K: partials in a few slots
-        if norm is not None or after:
-            raise ValueError("the stream-K GEMV fuses no norm and takes no `after` operands")
-        out = stream_k.stream_gemv(x, tuple(arrays), op=op, launch=launch, interpret=interpret)
-        return SplitSums(out, jnp.dtype(out_dtype or x.dtype)) if keep_splits else \
-            out.sum(0).astype(out_dtype or x.dtype)
     check_launch(op, launch, even=late_norm)
     bn, bk, splits = launch.block_n, launch.block_k, launch.splits
     out_dtype = jnp.dtype(out_dtype or x.dtype)
