@@ -370,15 +370,17 @@ def test_long_tables_get_wider_steps_and_in_the_one_stream_bucket_twice_the_spli
 
 
 def test_wide_buckets_aim_at_one_program_an_sm():
-    """Without a caller's target (DGJAX_ATTENTION_PROGRAMS unset), 4+ rows aim at one program an SM (132 off the
-    GPU: sm_count's H200 default), the one-stream bucket keeps two (s26b/s26d)."""
+    """Without a caller's target (DGJAX_ATTENTION_PROGRAMS unset), 4+ rows at tables up to 4096 keys aim at one
+    program an SM (132 off the GPU: sm_count's H200 default); the one-stream bucket and longer tables keep two
+    (s26b/d/e)."""
     bf16 = jnp.bfloat16
     assert kernel.sm_count() == 132 and jax.default_backend() != "gpu"
     assert kernel.default_launch(2, 8, 2064, 128, bf16) == (64, 17)  # unchanged
     assert kernel.default_launch(4, 8, 2064, 128, bf16) == (128, 5)  # was (64, 9): 413 keys a split, long
     assert kernel.default_launch(16, 8, 2064, 128, bf16) == (128, 2)  # was (128, 3)
     assert kernel.default_launch(4, 4, 2064, 128, bf16) == (64, 9)  # qwen3-30b-a3b C4: was (64, 17)
-    assert kernel.default_launch(4, 8, 8400, 128, bf16) == (128, 5)
+    assert kernel.default_launch(4, 8, 8400, 128, bf16) == (128, 9)  # 8K: unchanged (5 splits lost, s26e)
+    assert kernel.default_launch(16, 8, 8400, 128, bf16) == (128, 3)
     assert kernel.default_launch(4, 8, 2064, 128, bf16, 264) == (64, 9)  # a target given is kept
 
 

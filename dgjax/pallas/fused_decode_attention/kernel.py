@@ -53,7 +53,8 @@ def segments(head_dim: int, rotary_dim: int) -> tuple[tuple[int, int], ...]:
 LONG_SPLIT_TOKENS = 384  # keys a split would get, at or above which a table counts as long
 WIDE_BLOCK_SPLIT_TOKENS = 192  # keys a split gets, at or above which a loop step of a long table takes 128 keys
 DOUBLING_MAX_BATCH = 2  # long tables double their splits only in buckets this narrow (one stream + padding)
-WIDE_BATCH_PROGRAMS_PER_SM = 1  # the grid target of wider buckets (4+ rows), see default_launch
+WIDE_BATCH_PROGRAMS_PER_SM = 1  # the grid target of wider buckets (4+ rows) with short tables, see default_launch
+WIDE_BATCH_MAX_TOKENS = 4096  # the longest table (keys a row) that target applies to
 
 
 def default_launch(batch: int, kv_heads: int, max_tokens: int, head_dim: int, page_dtype,
@@ -71,12 +72,14 @@ def default_launch(batch: int, kv_heads: int, max_tokens: int, head_dim: int, pa
     - 16 rows (s12a): 3 of 128 128.4, 6 of 128 129.8, 3 of 64 130.0, 6 of 64 157.3.
     At 1K keys 17 splits of 64 stayed best (7.9 µs; 33 splits 9.1, 128 keys 8.8), so tables of ~2K keys keep
     the paged rule in the one-stream bucket; an 8K table serving 1K contexts pays ~1.5 µs a layer.
-    Buckets of 4+ rows aim at one program an SM (`WIDE_BATCH_PROGRAMS_PER_SM`), not two: at a 2064-key table
-    (s26b/s26d, llama-3.1-8b heads) 4 rows take 5 splits of 128 keys instead of 9 of 64 (attention + merge
-    ~10 µs a tick less; device busy 4.38-4.47 vs 4.41-4.50 ms a tick over three runs each) and 16 rows 2 instead
-    of 3 (busy 4.90 vs 5.01 ms, 3261.5 vs 3157.4 tok/s); qwen3-30b-a3b fp8 C4 9 instead of 17 (3.95 vs 3.97).
+    Buckets of 4+ rows with tables up to WIDE_BATCH_MAX_TOKENS keys aim at one program an SM, not two: at a
+    2064-key table (s26b/s26d, llama-3.1-8b heads) 4 rows take 5 splits of 128 keys instead of 9 of 64 (device
+    busy 4.38-4.47 vs 4.41-4.50 ms a tick over three runs each) and 16 rows 2 instead of 3 (busy 4.90 vs 5.01 ms,
+    3261.5 vs 3157.4 tok/s); qwen3-30b-a3b fp8 C4 9 instead of 17 (3.95 vs 3.97). At an 8K table it lost (s26e:
+    4 rows, 5 splits of ~1650 keys, attention + merge 1524 vs 1220 µs a tick, busy 5.61 vs 5.34 ms), so longer
+    tables keep two programs an SM; the 4096 limit between the two measured tables is not itself measured.
     """
-    if programs is None and batch > DOUBLING_MAX_BATCH:
+    if programs is None and batch > DOUBLING_MAX_BATCH and max_tokens <= WIDE_BATCH_MAX_TOKENS:
         programs = WIDE_BATCH_PROGRAMS_PER_SM * sm_count()
     bk = default_block_tokens(head_dim, page_dtype)
     splits = default_num_splits(batch, kv_heads, max_tokens, bk, programs)
