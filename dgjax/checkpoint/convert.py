@@ -7,9 +7,10 @@ Modes (`EngineConfig.quantize`, `--quantize`):
   nvfp4              every linear weight -> NVFP4
   nvfp4-experts      MoE expert weights -> NVFP4 (from bf16/f32, or from the checkpoint's FP8 blocks)
   fp8+nvfp4-experts  experts -> NVFP4, every other linear weight -> FP8
-  bf12               every non-expert bf16 linear weight, lm_head included -> bf12 (dgjax/quant/bf12.py:
-                     the same bf16 values in 12 bits a weight); single-device meshes only (a weight's escape
-                     table indexes its whole input row); a weight bf12 cannot hold stays bf16, logged
+  bf12               every bf16 linear weight, expert stacks and lm_head included (routers stay) -> bf12
+                     (dgjax/quant/bf12.py: the same bf16 values in 12 bits a weight); single-device meshes only
+                     (a weight's escape table indexes its whole input row); a weight bf12 cannot hold stays
+                     bf16, logged
 Never converted to fp8 / nvfp4: embeddings, lm_head, MoE routers (as in the public FP8/NVFP4 releases), weights
 already stored quantized in another format, and NVFP4 targets whose input dim is not a multiple of 16.
 Conversion runs on the device, one jitted quantizer per (shape, sharding), straight into the node's shardings.
@@ -70,9 +71,9 @@ def _target(src: Any, spec: ParamSpec, opts: QuantizeOptions) -> tuple[str | Non
     if linear is None:
         return None, 0
     modules, expert_dims = linear
-    if opts.linear == "bf12":  # lossless: lm_head too; routers are tiny and stay
-        lossless = not expert_dims and "experts" not in spec.axes and not re.search(r"gate$|router", modules[0])
-        return ("bf12" if lossless else None), expert_dims
+    if opts.linear == "bf12":  # lossless: lm_head and experts too; routers are tiny and stay
+        router = "experts" in spec.axes[expert_dims:] or re.search(r"gate$|router", modules[0])
+        return (None if router else "bf12"), expert_dims
     if "vocab" in spec.axes or _NEVER.search(modules[0]) or "experts" in spec.axes[expert_dims:]:
         return None, 0
     return (opts.experts if expert_dims else opts.linear), expert_dims
@@ -132,7 +133,7 @@ def convert_leaf(leaf: Any, src: Any, spec: ParamSpec, opts: QuantizeOptions, me
                  linear_prefixes(src)[0][0], k, nvfp4.BLOCK)
         return leaf
     if kind == "bf12":
-        return _to_bf12(leaf, src, shape, in_dims, mesh)
+        return _to_bf12(leaf, src, shape, in_dims, e, mesh)
     cls = Fp8BlockWeight if kind == "fp8" else Nvfp4Weight
     sh = array_shardings(cls, shape, tuple(spec.axes), in_dims, e, mesh, rules)
     names = ("weight", "scale") if kind == "fp8" else ("packed", "block_scale", "global_scale")
@@ -141,14 +142,14 @@ def convert_leaf(leaf: Any, src: Any, spec: ParamSpec, opts: QuantizeOptions, me
 
 
 @functools.lru_cache(maxsize=64)
-def _matrix(shape: tuple[int, ...], in_dims: int):
-    """dense bf16 [*in, *out] -> [N, K] (the checkpoint's orientation, what bf12 encodes row by row)."""
-    n = math.prod(shape[in_dims:])
-    perm = tuple(range(in_dims, len(shape))) + tuple(range(in_dims))
-    return jax.jit(lambda w: jnp.transpose(w.astype(jnp.bfloat16), perm).reshape(n, -1))
+def _matrix(shape: tuple[int, ...], in_dims: int, e: int = 0):
+    """dense bf16 [*E, *in, *out] -> [*E, N, K] (the checkpoint's orientation, what bf12 encodes row by row)."""
+    n = math.prod(shape[e + in_dims:])
+    perm = tuple(range(e)) + tuple(range(e + in_dims, len(shape))) + tuple(range(e, e + in_dims))
+    return jax.jit(lambda w: jnp.transpose(w.astype(jnp.bfloat16), perm).reshape(shape[:e] + (n, -1)))
 
 
-def _to_bf12(leaf: Any, src: Any, shape: tuple[int, ...], in_dims: int, mesh: Mesh) -> Any:
+def _to_bf12(leaf: Any, src: Any, shape: tuple[int, ...], in_dims: int, e: int, mesh: Mesh) -> Any:
     name = linear_prefixes(src)[0][0]
     if mesh.size > 1:
         log.info("%s: bf12 runs on one device only; kept in %s", name, leaf.dtype)
@@ -157,7 +158,7 @@ def _to_bf12(leaf: Any, src: Any, shape: tuple[int, ...], in_dims: int, mesh: Me
         log.info("%s: bf12 re-encodes bf16 weights; a %s weight is kept", name, leaf.dtype)
         return leaf
     try:
-        return bf12.node_from(_matrix(shape, in_dims)(leaf), shape, in_dims)
+        return bf12.node_from(_matrix(shape, in_dims, e)(leaf), shape, in_dims, e)
     except bf12.Bf12Unencodable as e:
         log.info("%s: kept in bf16: %s", name, e)
         return leaf

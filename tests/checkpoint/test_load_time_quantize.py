@@ -206,3 +206,24 @@ def test_bf12_conversion_keeps_what_it_cannot_hold(caplog):
     p = argparse.ArgumentParser()
     add_engine_args(p)
     assert engine_config_from_args(p.parse_args(["--quantize", "bf12"])).quantize == "bf12"
+
+
+def test_bf12_converts_expert_stacks_bit_for_bit():
+    """bf12 mode takes MoE expert stacks too ([E, in, out] -> a Bf12Weight over the [E, N, K] rows), equal to the
+    numpy encoder's arrays; the router next to them stays."""
+    rng = np.random.default_rng(4)
+    rows = rng.standard_normal((4, 96, 64)).astype(np.float32)  # per expert [N=ffw, K=embed]
+    rows[:, 5, 7] = 1e-30  # an escape
+    bits = jnp.asarray(rows, jnp.bfloat16)
+    spec = ParamSpec((4, 64, 96), jnp.bfloat16, ("experts", "embed", "ffw"))
+    src = HFStackedSource(tuple(f"model.layers.0.mlp.experts.{e}.up_proj.weight" for e in range(4)), True)
+    mesh, opts = make_mesh(1), parse_quantize("bf12")
+    node = convert_leaf(jnp.swapaxes(bits, 1, 2), src, spec, opts, mesh, DEFAULT_RULES, rows=96)
+    assert isinstance(node, Bf12Weight) and node.expert_dims == 1 and node.shape == (4, 64, 96)
+    want = bf12.encode_np(np.asarray(bits))
+    for name, array in want.items():
+        np.testing.assert_array_equal(np.asarray(getattr(node, name)), array)
+    router = ParamSpec((64, 4), jnp.bfloat16, ("embed", "experts"))
+    leaf = bits[0, :4].T
+    assert convert_leaf(leaf, HFSource("model.layers.0.mlp.gate.weight", True), router, opts, mesh,
+                        DEFAULT_RULES) is leaf

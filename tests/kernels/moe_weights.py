@@ -8,7 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, fp8_block, int_group, mxfp4, nvfp4
+import ml_dtypes
+
+from dgjax.quant import Fp8BlockWeight, IntWeight, Mxfp4Weight, Nvfp4Weight, bf12, fp8_block, int_group, mxfp4, nvfp4
 
 E, H, F = 8, 64, 32
 FP8_BLOCK = (16, 32)  # several scale blocks per tiny expert: a column block straddles two of them
@@ -62,6 +64,10 @@ def _node(fmt: str, w: np.ndarray):
     if fmt == "mxfp4":
         packed, scale = mxfp4.quantize_np(rows)
         return Mxfp4Weight(packed=jnp.asarray(packed), scale=jnp.asarray(scale), **geo)
+    if fmt == "bf12":  # the rows rounded to bf16, with values below their row's window: escapes
+        rows = np.array(rows, np.float32)
+        rows[:, ::5, 3::11] = np.where(np.isnan(rows[:, ::5, 3::11]), np.nan, 1e-20)
+        return bf12.node_from(jnp.asarray(rows.astype(ml_dtypes.bfloat16)), **geo)
     bits, group, symmetric = (4, INT4_GROUP, False) if fmt == "int4" else (8, INT8_GROUP, True)
     q, scale, zero = int_group.quantize_np(rows, bits, group, symmetric)
     return IntWeight(values=jnp.asarray(int_group.values_from_q_np(q, bits)), scale=jnp.asarray(scale),
@@ -74,6 +80,8 @@ def _poison(node, experts):
         return node.replace(global_scale=node.global_scale.at[experts].set(jnp.nan))
     if isinstance(node, Mxfp4Weight):
         return node.replace(scale=node.scale.at[experts].set(255))
+    if isinstance(node, bf12.Bf12Weight):
+        return node.replace(row_scale=node.row_scale.at[experts].set(jnp.nan))
     return node.replace(scale=node.scale.at[experts].set(jnp.nan))
 
 
@@ -112,6 +120,10 @@ def _abstract_node(fmt: str, experts: int, k: int, n: int):
     if fmt == "mxfp4":
         return Mxfp4Weight(packed=spec((experts, n, k // 2), jnp.uint8), scale=spec((experts, n, k // 32), jnp.uint8),
                            **geo)
+    if fmt == "bf12":
+        return bf12.Bf12Weight(low=spec((experts, n, k // 2), jnp.uint16), codes=spec((experts, n, k // 2), jnp.uint8),
+                               row_scale=spec((experts, n), jnp.float32), escape_cols=spec((experts, n, 16), jnp.uint16),
+                               escape_bits=spec((experts, n, 16), jnp.uint16), **geo)
     bits, group = (4, 128) if fmt == "int4" else (8, 64)
     values = spec((experts, n, k // 2), jnp.uint8) if bits == 4 else spec((experts, n, k), jnp.int8)
     zero = spec((experts, n, k // group), jnp.int8) if bits == 4 else None

@@ -67,6 +67,10 @@ CASES = [
     (1, 3, jnp.float32, "plain", kernel.Config(L(32, 16, 2, unroll=2), L(16, 16, 2, unroll=3))),
     (2, 3, jnp.bfloat16, "fp8", kernel.Config(L(16, 16, 2, unroll=2), L(16, 16, unroll=2))),
     (3, 2, jnp.float32, "fp8", kernel.Config(L(16, 16, unroll=3), L(16, 32))),
+    # bf12 (lossless; its rows hold escapes): row scales, escapes once per live slot and column block
+    (1, 2, jnp.bfloat16, "bf12", None),
+    (3, 2, jnp.float32, "bf12", kernel.Config(L(16, 32, 2), L(16, 32))),  # gate/up split: escapes on split 0
+    (5, 3, jnp.bfloat16, "bf12", kernel.Config(L(32, 64), L(32, 32))),  # tokens sharing experts: dead slots
 ]
 
 
@@ -359,6 +363,7 @@ def test_dispatch_rules(monkeypatch, caplog):
     (2, "fp8", None, "swap"), (3, "fp8", None, "swap"), (2, "fp8", None, "fma"),
     (2, "fp8", kernel.Config(L(32, 128, 2, unroll=2), L(64, 128, unroll=4)), "x"),  # 6 down steps: 4 + 2
     (1, "plain", kernel.Config(L(32, 256, unroll=3), L(64, 64)), "x"),
+    (2, "bf12", None, "x"), (4, "bf12", None, "x"),
 ])
 def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, config, fp8_dot, set_fp8_dot,
                                                                    verified_triton_lowering):
@@ -377,3 +382,56 @@ def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, 
     assert verified == [True, True] and f"moe_gate_up_{fmt}_t{tokens}_{used.gate_up.tag()}" in lowered.as_text()
     jaxpr = str(jax.make_jaxpr(lambda *a: kernel.moe_decode(*a, config=config))(*args))
     assert bool(re.search(r"(?<!b)f16\[", jaxpr)) == (fmt == "fp8" and fp8_dot != "x")  # float16 tiles only if asked
+
+
+@pytest.mark.parametrize("config", [None, kernel.Config(L(16, 32, 2), L(32, 32))])
+def test_bf12_experts_escapes_carry_the_whole_result_when_x_skips_the_outliers(config):
+    """Every weight row: an outlier 2**20 at input 0 (its window then starts at 2**6) and values ~1 below that
+    window (escapes, exact values from the table); x[:, 0] = 0 and up's output 0 is all zeros (so h[:, 0] = 0):
+    both stages' products are their escapes alone, added once per live slot and column block (split or not),
+    scaled per row and summed over the routed experts."""
+    from dgjax.quant import bf12
+
+    rng = np.random.default_rng(11)
+
+    def stack(k, n, live):
+        rows = np.zeros((E, n, k), np.float32)
+        rows[:, :, 0] = 2.0**20
+        for e in range(E):
+            for r in range(n):
+                rows[e, r, rng.choice(np.arange(1, k), live, replace=False)] = rng.standard_normal(live)
+        return rows
+
+    gate_rows, up_rows, down_rows = stack(H, F, 40), stack(H, F, 40), stack(F, H, 20)
+    up_rows[:, 0, :] = 0.0
+    nodes = [bf12.node_from(jnp.asarray(r.astype(np.float32)).astype(jnp.bfloat16), (E, r.shape[2], r.shape[1]), 1, 1)
+             for r in (gate_rows, up_rows, down_rows)]
+    assert all(int(np.count_nonzero(np.asarray(n.escape_bits))) >= 20 * E * F for n in nodes)
+    dense = [np.swapaxes(np.asarray(n.rows(), np.float64), 1, 2) for n in nodes]  # [E, in, out]
+    ids, weights = _routing(rng, 3, 2)
+    ids[2] = ids[0]  # a token on the same experts: dead slots must add nothing
+    x = rng.standard_normal((3, H)).astype(np.float32)
+    x[:, 0] = 0.0
+    got = kernel.moe_decode(jnp.asarray(x), jnp.asarray(ids), jnp.asarray(weights), *nodes, config=config,
+                            interpret=True)
+    want = _np_moe(x, ids, weights, *dense)
+    assert np.abs(want).max() > 1.0
+    np.testing.assert_allclose(np.asarray(got), want, atol=2e-4 * np.abs(want).max(), rtol=0)
+
+
+def test_bf12_down_stage_refuses_unsummed_gate_up_partials():
+    """act_in_down asks the down stage to finish h from split partials; bf12's escapes read h as stored, so
+    moe_decode quietly keeps the separate finish and down_stage refuses the partials."""
+    rng = np.random.default_rng(2)
+    nodes = [_node("bf12", w) for w in _dense(rng)]
+    ids, weights = _routing(rng, 2, 2)
+    x = jnp.asarray(rng.standard_normal((2, H)), jnp.float32)
+    args = (x, jnp.asarray(ids), jnp.asarray(weights), *nodes)
+    cfg = kernel.Config(L(16, 32, 2), L(16, 32))
+    _check(kernel.moe_decode(*args, config=cfg, interpret=True, act_in_down=True), ref.moe_decode(*args),
+           jnp.float32)
+    parts = kernel.gate_up_stage(x, jnp.asarray(ids).reshape(-1), nodes[0], nodes[1], cfg.gate_up, True,
+                                 act_in_down=True)
+    with pytest.raises(ValueError, match="act_in_down"):
+        kernel.down_stage(parts, jnp.asarray(ids).reshape(-1), jnp.asarray(weights).reshape(-1), nodes[2], 2,
+                          cfg.down, True)

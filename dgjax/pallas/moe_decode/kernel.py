@@ -20,8 +20,11 @@ Why this shape:
 - Stage 2 (`_down_kernel`), grid (slot, embed block, K split): h of the slot times the down weight, scaled
   per row by the routing weight of that (token, expert) pair, written as float32 partials
   [split, slot, T, embed]; a jnp sum over splits and slots gives each token's output.
-- Weight formats (tiles.py): plain bf16/f16/f32 arrays, FP8 blocks, NVFP4, MXFP4, int4/int8 groups, each
-  decoded tile by tile in registers; the whole weight is never dequantized.
+- Weight formats (tiles.py): plain bf16/f16/f32 arrays, FP8 blocks, NVFP4, MXFP4, int4/int8 groups and the
+  lossless bf12, each decoded tile by tile in registers; the whole weight is never dequantized. bf12 adds an
+  epilogue per program (dgjax/pallas/bf12_tiles.finish: the expert's row scales, and on the first K split of a
+  live slot the escapes of its rows, x[col] * exact value); its down stage reads h as stored, so
+  `act_in_down` is off for it.
 - Stores write only the T real rows (masked stores through index arrays), so batch 1 writes 1/16 of a
   padded tile.
 Numerics: float32 accumulation; h rounded to x's dtype between the stages, as ref.py does.
@@ -42,6 +45,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas import bf12_tiles
 from dgjax.pallas.carrier import f16_carrier
 from dgjax.env import env_count
 from dgjax.pallas.launch import Launch, choose_impl, sm_count, split_steps, target_programs, whole
@@ -136,7 +140,7 @@ def down_splits(steps: int) -> int:
 def supports(tokens: int, gate: Any, up: Any, down: Any, hidden_act: str) -> bool:
     """Whether the kernel handles this token count, activation and these weights (else use the reference)."""
     ops = [describe(w) for w in (gate, up, down)]
-    if tokens > MAX_TOKENS or hidden_act not in ACTIVATIONS or any(o is None or o.fmt == "bf12" for o in ops):
+    if tokens > MAX_TOKENS or hidden_act not in ACTIVATIONS or any(o is None for o in ops):
         return False
     g, u, d = ops
     if g != u or (d.experts, d.k, d.n) != (g.experts, g.n, g.k):
@@ -158,9 +162,10 @@ def default_launch(op: Operand, block_ks: tuple[int, ...] = BLOCK_K_DEFAULTS) ->
     return Launch(bn, bk)
 
 
-def split_launch(op: Operand, live_slots: float, programs: int | None = None) -> Launch:
+def split_launch(op: Operand, live_slots: float, programs: int | None = None,
+                 block_ks: tuple[int, ...] = BLOCK_K_DEFAULTS) -> Launch:
     """`default_launch`, then K splits until about `programs` programs are busy (quantized experts)."""
-    launch = default_launch(op)
+    launch = default_launch(op, block_ks)
     bn, bk = launch.block_n, launch.block_k
     return Launch(bn, bk, _splits_until(op, bn, bk, live_slots, programs or target_programs()))
 
@@ -175,8 +180,15 @@ def _splits_until(op: Operand, bn: int, bk: int, live_slots: float, programs: in
     return splits
 
 
+BF12_STAGES = 2  # as the dense bf12 GEMV (quant_gemv.kernel.BF12_STAGES): its 256-input steps move 48 KB
+
+
 def default_config(gate: Any, down: Any, tokens: int, top_k: int) -> Config:
     g, d = describe(gate), describe(down)
+    if g.fmt == "bf12":  # the dense bf12 GEMV's steps (256 inputs, 2 stages), split to fill; not yet swept
+        live = expected_live_slots(g.experts, top_k, tokens)
+        return Config(*(dataclasses.replace(split_launch(op, live, block_ks=GATE_UP_BLOCK_K),
+                                            num_stages=BF12_STAGES) for op in (g, d)))
     if g.fmt == "plain":
         return Config(default_launch(g, GATE_UP_BLOCK_K), default_launch(d))
     if g.fmt == "fp8" and tokens <= FP8_SMALL_BATCH_TOKENS:
@@ -277,6 +289,10 @@ def gate_up_body(x_ref, g_refs, u_refs, out_refs, expert, live, *, op: Operand, 
     k_first = _split_base(op, launch, s)
     init = (zeros, zeros, ahead.first(g_refs, expert, k_first, n0), ahead.first(u_refs, expert, k_first, n0))
     acc_g, acc_u = (tiles.acc_rows(op, x_ref.dtype, acc) for acc in loop(step, init)[:2])
+    if op.fmt == "bf12":  # row scales; a live slot's escapes once per column block (its first K split)
+        first = live & (s == 0)
+        acc_g, acc_u = (bf12_tiles.finish(acc, w, x_ref, op.n, op.slots, expert, n0, bn, tokens, first)
+                        for acc, w in ((acc_g, g_refs), (acc_u, u_refs)))
     if fused:
         (h_ref,) = out_refs
         h = silu_mul(acc_g, acc_u)
@@ -324,6 +340,8 @@ def _down_kernel(ids_ref, wts_ref, *refs, op: Operand, tokens: int, top_k: int, 
 
     init = (tiles.acc_zeros(op, dtype, bn), ahead.first(w_refs, expert, _split_base(op, launch, s), n0))
     acc = tiles.acc_rows(op, dtype, loop(step, init)[0])
+    if op.fmt == "bf12":  # h as stored (no act_splits for bf12, see down_stage)
+        acc = bf12_tiles.finish(acc, w_refs, h_ref, op.n, op.slots, expert, n0, bn, tokens, live & (s == 0))
     rw = row_weights(ids_ref, wts_ref, expert, tokens, top_k)[:, None]
     # where, not a plain product: a token that did not pick this expert must add exactly 0, even if its
     # row overflowed.
@@ -369,6 +387,8 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in
     `down_stage` to finish."""
     (op, g_arrays), (_, u_arrays) = operand(gate), operand(up)
     check_launch(op, launch)
+    if op.fmt == "bf12" and jnp.dtype(x.dtype) not in bf12_tiles.X_DTYPES:
+        raise ValueError(f"bf12 experts take bfloat16 or float32 rows, not {x.dtype}")
     t, a = x.shape[0], ids_flat.shape[0]
     out_shape, out_specs = stage_outputs(x, op, a, launch, jnp.float16 if h_carrier else None)
     kernel = functools.partial(_gate_up_kernel, op=op, tokens=t, num_slots=a, launch=launch,
@@ -394,6 +414,8 @@ def down_stage(h, ids_flat, wts_flat, down, top_k: int, launch: Launch, interpre
     check_launch(op, launch)
     bn, splits = launch.block_n, launch.splits
     if isinstance(h, tuple):
+        if op.fmt == "bf12":
+            raise ValueError("bf12 down weights add their escapes from h as stored: no act_in_down")
         gate_parts, up_parts = (p.parts for p in h)
         act_splits, a, t, _ = gate_parts.shape
         h_args = [p.reshape(act_splits * a * t, op.k) for p in (gate_parts, up_parts)]
@@ -429,6 +451,7 @@ def expert_partials(x, expert_ids, weights, gate, up, down, *, hidden_act: str =
     ids_flat = expert_ids.reshape(t * k).astype(jnp.int32)
     wts_flat = weights.reshape(t * k).astype(jnp.float32)
     carrier = carries_h(x.dtype, down) if carry_h is None else carry_h
+    act_in_down = act_in_down and describe(down).fmt != "bf12"  # its escapes read h as stored
     h = gate_up_stage(x, ids_flat, gate, up, cfg.gate_up, interpret, act_in_down, h_carrier=carrier)
     return down_stage(h, ids_flat, wts_flat, down, k, cfg.down, interpret)
 
