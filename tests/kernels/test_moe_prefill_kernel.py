@@ -14,7 +14,7 @@ import pytest
 
 from dgjax.pallas.moe_prefill import api, kernel, ref
 
-from moe_weights import E, FP8_BLOCK, H, _abstract_node, _dense, _fp8, _np_moe  # tests/kernels is on sys.path
+from moe_weights import E, F, FP8_BLOCK, H, _abstract_node, _dense, _fp8, _node, _np_moe, _poison  # on sys.path
 from moe_weights import _check as _check_routed
 
 L, C = kernel.Launch, kernel.Config
@@ -63,6 +63,8 @@ CASES = [
     ([0, 0, 0, 45, 0, 0, 0, 0], jnp.float32, "plain", C(L(32, 16, 64), L(16, 64, 32))),  # one group holds all
     ([3, 20, 0, 9, 17, 0, 2, 30], jnp.bfloat16, "plain", None),  # defaults, shrunk to the tiny weight
     ([7, 0, 12, 0, 33, 1, 0, 4], jnp.bfloat16, "fp8", C(L(16, 32, 32), L(32, 16, 32))),
+    ([6, 0, 21, 3, 0, 9, 40, 0], jnp.float32, "bf12", C(L(16, 32, 32), L(32, 16, 32))),  # rows with escapes
+    ([2, 17, 0, 8, 0, 30, 1, 5], jnp.bfloat16, "bf12", None),
 ]
 
 
@@ -75,6 +77,9 @@ def test_kernel_matches_ragged_dot_reference_reading_only_routed_experts(sizes, 
     clean = _dense(np.random.default_rng(5))
     if fmt == "fp8":
         weights_in, clean_in = [_fp8(w) for w in poisoned], [_fp8(w) for w in clean]
+    elif fmt == "bf12":
+        clean_in = [_node("bf12", w) for w in clean]
+        weights_in = [_poison(n, np.asarray(empty, np.int32)) for n in clean_in]
     else:
         weights_in = [jnp.asarray(w, dtype) for w in poisoned]
         clean_in = [jnp.asarray(w, dtype) for w in clean]
@@ -131,7 +136,7 @@ def test_dispatch_rules(monkeypatch, caplog):
 # ---------------------------------------------------------------- the GPU lowering, checked on the CPU
 
 
-@pytest.mark.parametrize("fmt", ["plain", "fp8"])
+@pytest.mark.parametrize("fmt", ["plain", "fp8", "bf12"])
 def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(fmt, verified_triton_lowering):
     """Lower for CUDA without a GPU and verify every Triton module (catches e.g. mistyped loop bounds,
     which otherwise only fail inside XLA's GPU compile)."""
@@ -142,3 +147,36 @@ def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(fmt, verified
     args = (spec((rows, embed), jnp.bfloat16), spec((experts,), jnp.int32), gate, gate, down)
     lowered = jax.jit(lambda *a: kernel.grouped_mlp(*a)).trace(*args).lower(lowering_platforms=("cuda",))
     assert verified == [True, True] and "moe_prefill_gate_up" in lowered.as_text()
+
+
+@pytest.mark.parametrize("config", [None, C(L(16, 32, 32), L(32, 16, 32))])
+def test_bf12_escapes_carry_the_whole_result_when_x_skips_the_outliers(config):
+    """Every expert weight row: an outlier 2**20 at input 0 and values ~1 below its window (escapes); x[:, 0] = 0
+    and up's output 0 is zero (so h[:, 0] = 0): the grouped GEMM's result is its escapes alone (row tiles that
+    straddle a group's end included)."""
+    from dgjax.quant import bf12
+
+    rng = np.random.default_rng(12)
+
+    def stack(k, n, live):
+        rows = np.zeros((E, n, k), np.float32)
+        rows[:, :, 0] = 2.0**20
+        for e in range(E):
+            for r in range(n):
+                rows[e, r, rng.choice(np.arange(1, k), live, replace=False)] = rng.standard_normal(live)
+        return rows
+
+    gate_rows, up_rows, down_rows = stack(H, F, 40), stack(H, F, 40), stack(F, H, 20)
+    up_rows[:, 0, :] = 0.0
+    nodes = [bf12.node_from(jnp.asarray(r).astype(jnp.bfloat16), (E, r.shape[2], r.shape[1]), 1, 1)
+             for r in (gate_rows, up_rows, down_rows)]
+    dense = [np.swapaxes(np.asarray(n.rows(), np.float64), 1, 2) for n in nodes]  # [E, in, out]
+    sizes = np.asarray([9, 0, 21, 3, 0, 17, 1, 5], np.int32)
+    x = rng.standard_normal((int(sizes.sum()), H)).astype(np.float32)
+    x[:, 0] = 0.0
+    got = np.asarray(kernel.grouped_mlp(jnp.asarray(x), jnp.asarray(sizes), *nodes, config=config, interpret=True))
+    owner = np.repeat(np.arange(E), sizes)
+    silu = lambda v: v / (1.0 + np.exp(-v))  # noqa: E731
+    want = np.stack([(silu(x[i] @ dense[0][e]) * (x[i] @ dense[1][e])) @ dense[2][e] for i, e in enumerate(owner)])
+    assert np.abs(want).max() > 1.0
+    np.testing.assert_allclose(got, want, atol=2e-4 * np.abs(want).max(), rtol=0)

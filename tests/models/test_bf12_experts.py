@@ -1,6 +1,6 @@
 """--quantize bf12 on a MoE model: expert stacks become bf12 too (bit for bit), and the model decodes as the bf16
 model does, through the reference (the same bf16 values; float32 rounding order) and through the interpreted MoE decode
-kernel (its bf12 tiles and escape epilogue; float32 sums in another order)."""
+and prefill kernels (their bf12 tiles and escape epilogues; float32 sums in another order)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from moe_cases import build_case
+from paged_runner import PagedRunner
 from test_f16_carry import _decode
 
 from dgjax import sharding
@@ -16,6 +17,7 @@ from dgjax.checkpoint.hf_names import hf_sources
 from dgjax.checkpoint.loader import load_params
 from dgjax.models.registry import get_family
 from dgjax.pallas.moe_decode import kernel as moe_kernel
+from dgjax.pallas.moe_prefill import kernel as prefill_kernel
 from dgjax.quant import Bf12Weight
 
 
@@ -44,12 +46,25 @@ def test_bf12_experts_hold_the_bf16_bits_and_decode_like_the_bf16_model(tmp_path
     assert (same.argmax(-1) == want.argmax(-1)).all()
 
     monkeypatch.setenv("DGJAX_MOE_KERNEL", "kernel")
-    traced: list = []
-    real = moe_kernel.down_stage
+    monkeypatch.setenv("DGJAX_MOE_PREFILL", "kernel")
+    traced, prefilled = [], []
+    real, real_grouped = moe_kernel.down_stage, prefill_kernel.grouped_stage
     monkeypatch.setattr(moe_kernel, "down_stage", lambda h, ids, wts, down, *a, **k: traced.append(
         type(down).__name__) or real(h, ids, wts, down, *a, **k))
+    monkeypatch.setattr(prefill_kernel, "grouped_stage", lambda x, sizes, ws, *a, **k: prefilled.append(
+        type(ws[0]).__name__) or real_grouped(x, sizes, ws, *a, **k))
     got = _decode(cfg, params, mesh, monkeypatch, "on")
     assert traced and set(traced) == {"Bf12Weight"}
+    # a prompt longer than the decode kernel's 16 tokens: its chunk goes through the grouped GEMM
+    prompt = [int(t) for t in np.random.default_rng(0).integers(0, cfg.vocab_size, 28)]
+    jax.clear_caches()
+    long_got = np.asarray(PagedRunner(cfg, params, mesh, max_pages=8).prefill("p", prompt, width=32), np.float32)
+    assert prefilled and set(prefilled) == {"Bf12Weight"}
+    monkeypatch.setenv("DGJAX_MOE_PREFILL", "ref")
+    jax.clear_caches()
+    long_want = np.asarray(PagedRunner(cfg, bf16, mesh, max_pages=8).prefill("p", prompt, width=32), np.float32)
+    np.testing.assert_allclose(long_got, long_want, atol=2e-2 * np.max(np.abs(long_want)), rtol=0)
+    assert (long_got.argmax(-1) == long_want.argmax(-1)).mean() > 0.9
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got, want, atol=2e-2 * np.max(np.abs(want)), rtol=0)
     assert (got.argmax(-1) == want.argmax(-1)).all()

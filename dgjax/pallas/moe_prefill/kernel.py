@@ -14,7 +14,8 @@ Why this shape:
 - Each program loops over K in [block_m, block_k] x [block_k, block_n] `plgpu.dot` steps with float32
   accumulators. x rows are masked gathers through index arrays (a tile may straddle its group's end);
   weight tiles are read with moe_decode's per-format tile decoders (moe_decode/tiles.py: plain, FP8 blocks,
-  NVFP4, MXFP4, int4/int8 groups), so quantized stacks are decoded tile by tile, never whole.
+  NVFP4, MXFP4, int4/int8 groups, bf12), so quantized stacks are decoded tile by tile, never whole. bf12 adds
+  an epilogue (dgjax/pallas/bf12_tiles.finish_rows: the expert's row scales, its rows' escapes).
 - Stage 1 (gate/up) holds two accumulators and writes h = silu(x.gate) * (x.up) in x's dtype; stage 2
   (down) writes x's dtype too. Stores are masked to the tile's rows (no clamping: see `_store_rows`).
 Precondition: group_sizes sum to the row count (rows past the groups are never written).
@@ -35,6 +36,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from dgjax.pallas import bf12_tiles
 from dgjax.pallas.launch import whole
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
@@ -63,7 +65,7 @@ class Config:
 def supports(gate: Any, up: Any, down: Any, hidden_act: str) -> bool:
     """Whether the kernel handles this activation and these weights (else use the reference)."""
     ops = [describe(w) for w in (gate, up, down)]
-    if hidden_act not in ACTIVATIONS or any(o is None or o.fmt == "bf12" for o in ops):
+    if hidden_act not in ACTIVATIONS or any(o is None for o in ops):
         return False
     g, u, d = ops
     if g != u or (d.experts, d.k, d.n) != (g.experts, g.n, g.k):
@@ -137,6 +139,8 @@ def _x_tiles(x_ref, rows, ok, num_rows: int, k0, bk: int, op: Operand) -> tuple:
         return (plgpu.load(x_ref.at[r, k0 + c], mask=mask, other=0),)
     even = plgpu.load(x_ref.at[r, k0 + 2 * c], mask=mask, other=0)
     odd = plgpu.load(x_ref.at[r, k0 + 2 * c + 1], mask=mask, other=0)
+    if op.fmt == "bf12":  # x meets the rebuilt (tiny) weights shifted, as in moe_decode/tiles.x_tiles
+        return bf12_tiles.shifted_x(even), bf12_tiles.shifted_x(odd)
     return even, odd
 
 
@@ -173,6 +177,10 @@ def _grouped_kernel(exp_ref, start_ref, end_ref, x_ref, *refs, op: Operand, laun
 
     zeros = tuple(jnp.zeros((bm, bn), jnp.float32) for _ in w_sets)
     accs = lax.fori_loop(0, trips, body, zeros)
+    if op.fmt == "bf12":  # the experts' row scales and escapes (x as stored)
+        r = jnp.minimum(rows, num_rows - 1)
+        accs = tuple(bf12_tiles.finish_rows(acc, w, x_ref, r, ok, op.n, op.slots, expert, n0, bn)
+                     for acc, w in zip(accs, w_sets))
     out = _act(*accs) if gated else accs[0]
     _store_rows(o_ref, out.astype(o_ref.dtype), rows, ok, n0)
 
@@ -185,6 +193,8 @@ def grouped_stage(x: jax.Array, group_sizes: jax.Array, weights: tuple, launch: 
     """[M, n] in x's dtype: x . w[group] (one weight) or silu(x . gate) * (x . up) (two weights)."""
     described = [operand(w) for w in weights]
     op = described[0][0]
+    if op.fmt == "bf12" and jnp.dtype(x.dtype) not in bf12_tiles.X_DTYPES:
+        raise ValueError(f"bf12 experts take bfloat16 or float32 rows, not {x.dtype}")
     launch = fit_launch(op, x.shape[0], launch)
     check_launch(op, launch)
     m = x.shape[0]
