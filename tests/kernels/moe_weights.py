@@ -129,3 +129,24 @@ def _abstract_node(fmt: str, experts: int, k: int, n: int):
     zero = spec((experts, n, k // group), jnp.int8) if bits == 4 else None
     return IntWeight(values=values, scale=spec((experts, n, k // group), jnp.bfloat16), zero_point=zero, bits=bits,
                      group_size=group, **geo)
+
+
+def bf12_escape_experts(rng):
+    """(gate, up, down) bf12 expert stacks whose products are escapes only, and their dense [E, in, out] float64:
+    every weight row has an outlier 2**20 at input 0 (the row's window then starts at 2**6) and values ~1 below
+    that window (escapes: exact values from the table); up's output 0 is all zeros. With x[:, 0] = 0 (so
+    h[:, 0] = 0 too) both stages' results are their escapes alone."""
+    def stack(k, n, live):
+        rows = np.zeros((E, n, k), np.float32)
+        rows[:, :, 0] = 2.0**20
+        for e in range(E):
+            for r in range(n):
+                rows[e, r, rng.choice(np.arange(1, k), live, replace=False)] = rng.standard_normal(live)
+        return rows
+
+    gate_rows, up_rows, down_rows = stack(H, F, 40), stack(H, F, 40), stack(F, H, 20)
+    up_rows[:, 0, :] = 0.0
+    nodes = [bf12.node_from(jnp.asarray(r).astype(jnp.bfloat16), (E, r.shape[2], r.shape[1]), 1, 1)
+             for r in (gate_rows, up_rows, down_rows)]
+    assert all(int(np.count_nonzero(np.asarray(n.escape_bits))) >= 20 * E * F for n in nodes)
+    return nodes, [np.swapaxes(np.asarray(n.rows(), np.float64), 1, 2) for n in nodes]

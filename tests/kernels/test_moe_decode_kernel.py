@@ -17,6 +17,7 @@ from dgjax.quant import int_group, nvfp4
 
 from moe_weights import (  # tests/kernels is on sys.path (pytest's prepend import mode)
     _abstract_node, E, H, F, FP8_BLOCK, _np_moe, _dense, _fp8, _fp8_dense, INT4_GROUP, _node, _poison, _routing, _check,
+    bf12_escape_experts,
 )
 
 
@@ -386,28 +387,10 @@ def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(tokens, fmt, 
 
 @pytest.mark.parametrize("config", [None, kernel.Config(L(16, 32, 2), L(32, 32))])
 def test_bf12_experts_escapes_carry_the_whole_result_when_x_skips_the_outliers(config):
-    """Every weight row: an outlier 2**20 at input 0 (its window then starts at 2**6) and values ~1 below that
-    window (escapes, exact values from the table); x[:, 0] = 0 and up's output 0 is all zeros (so h[:, 0] = 0):
-    both stages' products are their escapes alone, added once per live slot and column block (split or not),
-    scaled per row and summed over the routed experts."""
-    from dgjax.quant import bf12
-
+    """moe_weights.bf12_escape_experts with x[:, 0] = 0: both stages' products are their escapes alone, added once
+    per live slot and column block (split or not), scaled per row and summed over the routed experts."""
     rng = np.random.default_rng(11)
-
-    def stack(k, n, live):
-        rows = np.zeros((E, n, k), np.float32)
-        rows[:, :, 0] = 2.0**20
-        for e in range(E):
-            for r in range(n):
-                rows[e, r, rng.choice(np.arange(1, k), live, replace=False)] = rng.standard_normal(live)
-        return rows
-
-    gate_rows, up_rows, down_rows = stack(H, F, 40), stack(H, F, 40), stack(F, H, 20)
-    up_rows[:, 0, :] = 0.0
-    nodes = [bf12.node_from(jnp.asarray(r.astype(np.float32)).astype(jnp.bfloat16), (E, r.shape[2], r.shape[1]), 1, 1)
-             for r in (gate_rows, up_rows, down_rows)]
-    assert all(int(np.count_nonzero(np.asarray(n.escape_bits))) >= 20 * E * F for n in nodes)
-    dense = [np.swapaxes(np.asarray(n.rows(), np.float64), 1, 2) for n in nodes]  # [E, in, out]
+    nodes, dense = bf12_escape_experts(rng)
     ids, weights = _routing(rng, 3, 2)
     ids[2] = ids[0]  # a token on the same experts: dead slots must add nothing
     x = rng.standard_normal((3, H)).astype(np.float32)

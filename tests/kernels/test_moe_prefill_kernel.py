@@ -14,7 +14,8 @@ import pytest
 
 from dgjax.pallas.moe_prefill import api, kernel, ref
 
-from moe_weights import E, F, FP8_BLOCK, H, _abstract_node, _dense, _fp8, _node, _np_moe, _poison  # on sys.path
+from moe_weights import E, FP8_BLOCK, H, _abstract_node, _dense, _fp8, _node, _np_moe, _poison  # on sys.path
+from moe_weights import bf12_escape_experts
 from moe_weights import _check as _check_routed
 
 L, C = kernel.Launch, kernel.Config
@@ -151,26 +152,10 @@ def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(fmt, verified
 
 @pytest.mark.parametrize("config", [None, C(L(16, 32, 32), L(32, 16, 32))])
 def test_bf12_escapes_carry_the_whole_result_when_x_skips_the_outliers(config):
-    """Every expert weight row: an outlier 2**20 at input 0 and values ~1 below its window (escapes); x[:, 0] = 0
-    and up's output 0 is zero (so h[:, 0] = 0): the grouped GEMM's result is its escapes alone (row tiles that
-    straddle a group's end included)."""
-    from dgjax.quant import bf12
-
+    """moe_weights.bf12_escape_experts with x[:, 0] = 0: the grouped GEMM's result is its escapes alone (row tiles
+    that straddle a group's end included)."""
     rng = np.random.default_rng(12)
-
-    def stack(k, n, live):
-        rows = np.zeros((E, n, k), np.float32)
-        rows[:, :, 0] = 2.0**20
-        for e in range(E):
-            for r in range(n):
-                rows[e, r, rng.choice(np.arange(1, k), live, replace=False)] = rng.standard_normal(live)
-        return rows
-
-    gate_rows, up_rows, down_rows = stack(H, F, 40), stack(H, F, 40), stack(F, H, 20)
-    up_rows[:, 0, :] = 0.0
-    nodes = [bf12.node_from(jnp.asarray(r).astype(jnp.bfloat16), (E, r.shape[2], r.shape[1]), 1, 1)
-             for r in (gate_rows, up_rows, down_rows)]
-    dense = [np.swapaxes(np.asarray(n.rows(), np.float64), 1, 2) for n in nodes]  # [E, in, out]
+    nodes, dense = bf12_escape_experts(rng)
     sizes = np.asarray([9, 0, 21, 3, 0, 17, 1, 5], np.int32)
     x = rng.standard_normal((int(sizes.sum()), H)).astype(np.float32)
     x[:, 0] = 0.0
