@@ -1,7 +1,7 @@
 """The MoE decode kernel on the GPU: routed experts of 1-16 tokens against ragged_dot, gathered experts and ref.py.
 
 One run measures the HBM read ceiling, then for each preset's expert shapes, weight format (bf16 and fp8
-128x128 blocks by default; nvfp4, mxfp4 on request) and token count: checks the kernel against ref.py (max
+128x128 blocks by default; nvfp4, mxfp4 and the lossless bf12 on request) and token count: checks the kernel against ref.py (max
 abs error) and times the kernel, `lax.ragged_dot` and gather + einsum (the reference paths of
 `dgjax.models.moe.moe_experts`; for quantized weights they dequantize in float32) and ref.py. One timed
 call runs `layers` MoE layers over distinct expert weights (so reads come from HBM, not L2, and the host
@@ -31,9 +31,9 @@ from benchmarks.stage_sweep import parse_check_args, sweep_two_stages
 from dgjax.config import ModelConfig
 from dgjax.models import moe
 from dgjax.pallas.moe_decode import kernel, ref
-from dgjax.quant import Fp8BlockWeight, Mxfp4Weight, Nvfp4Weight, fp8_block, mxfp4, nvfp4
+from dgjax.quant import Fp8BlockWeight, Mxfp4Weight, Nvfp4Weight, bf12, fp8_block, mxfp4, nvfp4
 
-FORMATS = ("bf16", "fp8", "nvfp4", "mxfp4")
+FORMATS = ("bf16", "fp8", "nvfp4", "mxfp4", "bf12")
 
 
 @dataclasses.dataclass
@@ -58,7 +58,10 @@ def _quantize_rows(w: jax.Array, fmt: str) -> tuple[jax.Array, ...]:
 
 
 def _node(w: jax.Array, fmt: str):
-    """Dense [E, in, out] -> a quantized node over its [E, out, in] rows, as a checkpoint stores them."""
+    """Dense [E, in, out] -> a quantized node over its [E, out, in] rows, as a checkpoint stores them (bf12: the
+    bf16 weights re-encoded losslessly)."""
+    if fmt == "bf12":
+        return bf12.node_from(jnp.swapaxes(w.astype(jnp.bfloat16), 1, 2), tuple(w.shape), 1, 1)
     arrays = _quantize_rows(w, fmt)
     geo = dict(shape=tuple(w.shape), in_dims=1, expert_dims=1)
     if fmt == "fp8":
