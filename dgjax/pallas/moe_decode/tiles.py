@@ -21,8 +21,8 @@ An expert-stacked weight stands for [E, K, N] (K contracted). Formats and the ti
   over its groups and applied to the decoded weights before the dot (NVFP4's per-expert global scale
   multiplies the result).
 - "int8" (`IntWeight` bits=8): int8 [E, N, K] with group scales: a [BN, BK] tile, scaled, one dot.
-- "bf12" (`Bf12Weight`; the dense GEMV, the MoE decode and prefill kernels): a [BN, BK/2] tile of byte pairs and one of code pairs; even and odd
-  inputs are rebuilt as bf16 (exponent field = code, sign and mantissa from the byte: the weight times
+- "bf12" (`Bf12Weight`; the dense GEMV and both MoE kernels): a [BN, BK/2] tile of byte pairs and one of code
+  pairs; even and odd inputs are rebuilt as bf16 (exponent field = code, sign and mantissa from the byte: the weight times
   2**(15 - row top)) and meet x's even and odd columns times 2**X_SHIFT (two dots, exact scalings); the
   kernel's epilogue applies the row scales and adds the row's escapes (dgjax/pallas/bf12_tiles.py).
 Quantized tiles are loaded unmasked (every dim is a multiple of the blocks; Triton cannot splat a fill
