@@ -22,9 +22,9 @@ An expert-stacked weight stands for [E, K, N] (K contracted). Formats and the ti
   multiplies the result).
 - "int8" (`IntWeight` bits=8): int8 [E, N, K] with group scales: a [BN, BK] tile, scaled, one dot.
 - "bf12" (`Bf12Weight`; the dense GEMV and both MoE kernels): a [BN, BK/2] tile of byte pairs and one of code
-  pairs; even and odd inputs are rebuilt as bf16 (exponent field = code, sign and mantissa from the byte: the weight times
-  2**(15 - row top)) and meet x's even and odd columns times 2**X_SHIFT (two dots, exact scalings); the
-  kernel's epilogue applies the row scales and adds the row's escapes (dgjax/pallas/bf12_tiles.py).
+  pairs; even and odd inputs are rebuilt as bf16 (exponent field = code, sign and mantissa from the byte: the
+  weight times 2**(15 - row top)) and meet x's even and odd columns times 2**X_SHIFT (two dots, exact
+  scalings); the kernel's epilogue applies the row scales and adds the row's escapes (dgjax/pallas/bf12_tiles.py).
 Quantized tiles are loaded unmasked (every dim is a multiple of the blocks; Triton cannot splat a fill
 value into e4m3), decoded to float32, scaled, rounded to x's dtype for the tensor-core dot. The whole
 weight is never dequantized.
