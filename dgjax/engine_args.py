@@ -47,7 +47,7 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
                    choices=["none", "fp8", "nvfp4", "nvfp4-experts", "fp8+nvfp4-experts", "bf12"],
                    help="convert bf16 linear weights at load: fp8 (128x128 blocks), nvfp4, or nvfp4 for MoE "
                         "experts only (from bf16 or FP8 checkpoints; lm_head, embeddings and routers stay); "
-                        "bf12: lossless 12-bit re-encoding of the bf16 projections and lm_head (one device)")
+                        "bf12: lossless 12-bit re-encoding of the bf16 projections, experts and lm_head (one device)")
     e.add_argument("--max-model-len", type=int, default=None)
     e.add_argument("--max-concurrency", "--max-num-seqs", type=int, default=d.max_concurrency,
                    help="requests decoded at once (decode slots)")
