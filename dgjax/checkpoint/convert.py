@@ -84,10 +84,8 @@ def _converter(kind: str, from_node: bool, shape: tuple[int, ...], in_dims: int,
     def run(leaf):
         if from_node:
             rows = leaf.rows()
-        else:  # dense [*E, *in, *out] -> [*E, N, K]
-            perm = tuple(range(e)) + tuple(range(e + in_dims, len(shape))) + tuple(range(e, e + in_dims))
-            n = math.prod(shape[e + in_dims :])
-            rows = jnp.transpose(leaf.astype(jnp.float32), perm).reshape(shape[:e] + (n, -1))
+        else:
+            rows = _dense_rows(leaf.astype(jnp.float32), shape, in_dims, e)
         return fp8_block.quantize(rows) if kind == "fp8" else nvfp4.quantize(rows)
 
     return jax.jit(run, out_shardings=shardings)
@@ -141,12 +139,17 @@ def convert_leaf(leaf: Any, src: Any, spec: ParamSpec, opts: QuantizeOptions, me
     return cls(**dict(zip(names, arrays)), shape=shape, in_dims=in_dims, expert_dims=e)
 
 
+def _dense_rows(w: jax.Array, shape: tuple[int, ...], in_dims: int, e: int) -> jax.Array:
+    """dense [*E, *in, *out] -> [*E, N, K]: the checkpoint's orientation, what the quantizers and bf12 encode
+    row by row."""
+    perm = tuple(range(e)) + tuple(range(e + in_dims, len(shape))) + tuple(range(e, e + in_dims))
+    return jnp.transpose(w, perm).reshape(shape[:e] + (math.prod(shape[e + in_dims:]), -1))
+
+
 @functools.lru_cache(maxsize=64)
 def _matrix(shape: tuple[int, ...], in_dims: int, e: int = 0):
-    """dense bf16 [*E, *in, *out] -> [*E, N, K] (the checkpoint's orientation, what bf12 encodes row by row)."""
-    n = math.prod(shape[e + in_dims:])
-    perm = tuple(range(e)) + tuple(range(e + in_dims, len(shape))) + tuple(range(e, e + in_dims))
-    return jax.jit(lambda w: jnp.transpose(w.astype(jnp.bfloat16), perm).reshape(shape[:e] + (n, -1)))
+    """dense bf16 [*E, *in, *out] -> [*E, N, K], jitted per shape."""
+    return jax.jit(lambda w: _dense_rows(w.astype(jnp.bfloat16), shape, in_dims, e))
 
 
 def _to_bf12(leaf: Any, src: Any, shape: tuple[int, ...], in_dims: int, e: int, mesh: Mesh) -> Any:

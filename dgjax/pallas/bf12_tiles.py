@@ -48,6 +48,12 @@ or.b32 $%(o)d, $%(o)d, t;"""
 _EVEN_ASM, _ODD_ASM = _asm(False), _asm(True)
 
 
+def check_rows(op_fmt: str, x_dtype) -> None:
+    """Refuse x rows a bf12 kernel cannot shift exactly (X_DTYPES): what the MoE kernels check at launch."""
+    if op_fmt == "bf12" and jnp.dtype(x_dtype) not in X_DTYPES:
+        raise ValueError(f"bf12 experts take bfloat16 or float32 rows, not {jnp.dtype(x_dtype)}")
+
+
 def decode_mode() -> str:
     default = "asm" if jax.default_backend() == "gpu" else "jnp"
     return choose_impl(None, ENV_VAR, MODES, "bf12 tile decode", default=default)

@@ -387,8 +387,7 @@ def gate_up_stage(x, ids_flat, gate, up, launch: Launch, interpret: bool, act_in
     `down_stage` to finish."""
     (op, g_arrays), (_, u_arrays) = operand(gate), operand(up)
     check_launch(op, launch)
-    if op.fmt == "bf12" and jnp.dtype(x.dtype) not in bf12_tiles.X_DTYPES:
-        raise ValueError(f"bf12 experts take bfloat16 or float32 rows, not {x.dtype}")
+    bf12_tiles.check_rows(op.fmt, x.dtype)
     t, a = x.shape[0], ids_flat.shape[0]
     out_shape, out_specs = stage_outputs(x, op, a, launch, jnp.float16 if h_carrier else None)
     kernel = functools.partial(_gate_up_kernel, op=op, tokens=t, num_slots=a, launch=launch,

@@ -193,8 +193,7 @@ def grouped_stage(x: jax.Array, group_sizes: jax.Array, weights: tuple, launch: 
     """[M, n] in x's dtype: x . w[group] (one weight) or silu(x . gate) * (x . up) (two weights)."""
     described = [operand(w) for w in weights]
     op = described[0][0]
-    if op.fmt == "bf12" and jnp.dtype(x.dtype) not in bf12_tiles.X_DTYPES:
-        raise ValueError(f"bf12 experts take bfloat16 or float32 rows, not {x.dtype}")
+    bf12_tiles.check_rows(op.fmt, x.dtype)
     launch = fit_launch(op, x.shape[0], launch)
     check_launch(op, launch)
     m = x.shape[0]
