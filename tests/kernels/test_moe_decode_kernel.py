@@ -418,3 +418,15 @@ def test_bf12_down_stage_refuses_unsummed_gate_up_partials():
     with pytest.raises(ValueError, match="act_in_down"):
         kernel.down_stage(parts, jnp.asarray(ids).reshape(-1), jnp.asarray(weights).reshape(-1), nodes[2], 2,
                           cfg.down, True)
+
+
+def test_bf12_experts_refuse_float16_rows():
+    """bf12 tiles meet x times 2**100, which float16 cannot hold: both MoE kernels refuse f16 rows by dtype."""
+    from dgjax.pallas.moe_prefill import kernel as prefill_kernel
+
+    nodes = [_node("bf12", w) for w in _dense(np.random.default_rng(3))]
+    x = jnp.zeros((2, H), jnp.float16)
+    with pytest.raises(ValueError, match="float16"):
+        kernel.gate_up_stage(x, jnp.zeros((4,), jnp.int32), nodes[0], nodes[1], kernel.Launch(16, 32), True)
+    with pytest.raises(ValueError, match="float16"):
+        prefill_kernel.grouped_mlp(x, jnp.asarray([2] + [0] * (E - 1), jnp.int32), *nodes, interpret=True)
