@@ -37,7 +37,7 @@ from dgjax.config import ModelConfig
 from dgjax.models import moe
 from dgjax.pallas.moe_prefill import api, kernel, ref
 
-FORMATS = ("bf16", "fp8")
+FORMATS = ("bf16", "fp8", "nvfp4", "bf12")
 PATHS = ("kernel", "grouped", "ragged", "ref.py")
 
 

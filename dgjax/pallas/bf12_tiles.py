@@ -109,19 +109,28 @@ def finish(acc, refs, x_ref, n: int, slots: int, expert, n0, bn: int, tokens: in
     return out
 
 
-def finish_rows(acc, refs, x_ref, rows, ok, n: int, slots: int, expert, n0, bn: int):
+def finish_rows(acc, refs, x_ref, rows, ok, n: int, slots: int, expert, n0, bn: int, half: int | None = None):
     """`finish` for a tile of many x rows (the MoE prefill's grouped GEMM): acc float32 [bm, bn] of x rows
     `rows` ([bm, 1] int32, `ok` masks them) -> times the expert's row scales, plus every escape of these weight
-    rows, one [bm, bn] gather of x a table slot (padding slots hold bits 0 and add nothing)."""
+    rows, one [bm, bn] gather of x a table slot, over only the slots some row of the tile fills (escapes are
+    rare: most tiles have none or one). `half`: x is deinterleaved (its even columns, then its odd ones from
+    column `half`), so column c sits at c // 2 + (c % 2) * half."""
     scale_ref, cols_ref, bits_ref = refs[2], refs[3], refs[4]
     base = expert * n + n0 + lax.broadcasted_iota(jnp.int32, (1, bn), 1)  # [1, bn] weight rows
     out = acc * plgpu.load(scale_ref.at[base])
     mask = jnp.broadcast_to(ok, acc.shape)
-    for s in range(slots):
+    idx = (expert * n + n0 + lax.broadcasted_iota(jnp.int32, (bn, slots), 0)) * slots + \
+        lax.broadcasted_iota(jnp.int32, (bn, slots), 1)
+    filled = jnp.max(jnp.sum((plgpu.load(bits_ref.at[idx]) != 0).astype(jnp.int32), axis=1))  # table slots in use
+
+    def add_slot(s, out):
         bits = plgpu.load(bits_ref.at[base * slots + s]).astype(jnp.int32)  # [1, bn]
         cols = plgpu.load(cols_ref.at[base * slots + s]).astype(jnp.int32)
+        if half is not None:
+            cols = (cols >> 1) + (cols & 1) * half
         value = lax.bitcast_convert_type(bits << 16, jnp.float32)
         live = mask & (bits != 0)
         xv = plgpu.load(x_ref.at[rows, cols], mask=live, other=0).astype(jnp.float32)  # [bm, bn]
-        out = out + jnp.where(live, xv * value, 0.0)
-    return out
+        return out + jnp.where(live, xv * value, 0.0)
+
+    return lax.fori_loop(0, filled, add_slot, out)

@@ -66,11 +66,18 @@ CASES = [
     ([7, 0, 12, 0, 33, 1, 0, 4], jnp.bfloat16, "fp8", C(L(16, 32, 32), L(32, 16, 32))),
     ([6, 0, 21, 3, 0, 9, 40, 0], jnp.float32, "bf12", C(L(16, 32, 32), L(32, 16, 32))),  # rows with escapes
     ([2, 17, 0, 8, 0, 30, 1, 5], jnp.bfloat16, "bf12", None),
+    ([4, 0, 19, 6, 0, 11, 0, 25], jnp.bfloat16, "nvfp4", C(L(16, 32, 32), L(32, 16, 32))),
 ]
+PACKED = ("bf12", "nvfp4")  # the formats whose x tiles are even and odd columns (split or strided x)
 
 
-@pytest.mark.parametrize("sizes,dtype,fmt,config", CASES)
-def test_kernel_matches_ragged_dot_reference_reading_only_routed_experts(sizes, dtype, fmt, config):
+LAYOUT_CASES = [(*case, layout) for case in CASES for layout in (kernel.X_LAYOUTS if case[2] in PACKED else ("split",))]
+
+
+@pytest.mark.parametrize("sizes,dtype,fmt,config,x_layout", LAYOUT_CASES)
+def test_kernel_matches_ragged_dot_reference_reading_only_routed_experts(sizes, dtype, fmt, config, x_layout,
+                                                                         monkeypatch):
+    monkeypatch.setenv(kernel.X_ENV_VAR, x_layout)  # how packed formats read x (others ignore it)
     rng = np.random.default_rng(sum(sizes))
     sizes = np.asarray(sizes, np.int32)
     empty = tuple(int(e) for e in np.flatnonzero(sizes == 0))
@@ -78,8 +85,8 @@ def test_kernel_matches_ragged_dot_reference_reading_only_routed_experts(sizes, 
     clean = _dense(np.random.default_rng(5))
     if fmt == "fp8":
         weights_in, clean_in = [_fp8(w) for w in poisoned], [_fp8(w) for w in clean]
-    elif fmt == "bf12":
-        clean_in = [_node("bf12", w) for w in clean]
+    elif fmt in PACKED:
+        clean_in = [_node(fmt, w) for w in clean]
         weights_in = [_poison(n, np.asarray(empty, np.int32)) for n in clean_in]
     else:
         weights_in = [jnp.asarray(w, dtype) for w in poisoned]
@@ -137,7 +144,7 @@ def test_dispatch_rules(monkeypatch, caplog):
 # ---------------------------------------------------------------- the GPU lowering, checked on the CPU
 
 
-@pytest.mark.parametrize("fmt", ["plain", "fp8", "bf12"])
+@pytest.mark.parametrize("fmt", ["plain", "fp8", "bf12", "nvfp4"])
 def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(fmt, verified_triton_lowering):
     """Lower for CUDA without a GPU and verify every Triton module (catches e.g. mistyped loop bounds,
     which otherwise only fail inside XLA's GPU compile)."""
@@ -150,10 +157,12 @@ def test_kernel_lowers_to_valid_triton_modules_at_qwen3_moe_shapes(fmt, verified
     assert verified == [True, True] and "moe_prefill_gate_up" in lowered.as_text()
 
 
+@pytest.mark.parametrize("x_layout", kernel.X_LAYOUTS)
 @pytest.mark.parametrize("config", [None, C(L(16, 32, 32), L(32, 16, 32))])
-def test_bf12_escapes_carry_the_whole_result_when_x_skips_the_outliers(config):
+def test_bf12_escapes_carry_the_whole_result_when_x_skips_the_outliers(config, x_layout, monkeypatch):
     """moe_weights.bf12_escape_experts with x[:, 0] = 0: the grouped GEMM's result is its escapes alone (row tiles
-    that straddle a group's end included)."""
+    that straddle a group's end included), with x split into even and odd columns or read as stored."""
+    monkeypatch.setenv(kernel.X_ENV_VAR, x_layout)
     rng = np.random.default_rng(12)
     nodes, dense = bf12_escape_experts(rng)
     sizes = np.asarray([9, 0, 21, 3, 0, 17, 1, 5], np.int32)

@@ -37,7 +37,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from dgjax.pallas import bf12_tiles
-from dgjax.pallas.launch import whole
+from dgjax.pallas.launch import choose_impl, whole
 from dgjax.pallas.moe_decode import tiles
 from dgjax.pallas.moe_decode.tiles import Operand, describe, operand, valid_block_k, valid_block_n
 
@@ -128,17 +128,22 @@ def _row_ids(start, block_m: int):
     return start + lax.broadcasted_iota(jnp.int32, (block_m, 1), 0)
 
 
-def _x_tiles(x_ref, rows, ok, num_rows: int, k0, bk: int, op: Operand) -> tuple:
+def _x_tiles(x_ref, rows, ok, num_rows: int, k0, bk: int, op: Operand, split_x: bool) -> tuple:
     """x rows `rows` ([BM, 1], masked by `ok`) for inputs k0:k0+bk: one tile, or for packed weights the
-    even and odd columns as two tiles (moe_decode/tiles.py's contract)."""
+    even and odd columns as two tiles (moe_decode/tiles.py's contract). `split_x`: x arrives as its even
+    columns then its odd ones (`deinterleave`), so both tiles are contiguous loads; else stride-2 gathers."""
     cols = bk // 2 if op.packed else bk
     c = lax.broadcasted_iota(jnp.int32, (1, cols), 1)
     mask = jnp.broadcast_to(ok, (rows.shape[0], cols))
     r = jnp.minimum(rows, num_rows - 1)  # masked rows past the array read its last row
     if not op.packed:
         return (plgpu.load(x_ref.at[r, k0 + c], mask=mask, other=0),)
-    even = plgpu.load(x_ref.at[r, k0 + 2 * c], mask=mask, other=0)
-    odd = plgpu.load(x_ref.at[r, k0 + 2 * c + 1], mask=mask, other=0)
+    if split_x:
+        even = plgpu.load(x_ref.at[r, k0 // 2 + c], mask=mask, other=0)
+        odd = plgpu.load(x_ref.at[r, op.k // 2 + k0 // 2 + c], mask=mask, other=0)
+    else:
+        even = plgpu.load(x_ref.at[r, k0 + 2 * c], mask=mask, other=0)
+        odd = plgpu.load(x_ref.at[r, k0 + 2 * c + 1], mask=mask, other=0)
     if op.fmt == "bf12":  # x meets the rebuilt (tiny) weights shifted, as in moe_decode/tiles.x_tiles
         return bf12_tiles.shifted_x(even), bf12_tiles.shifted_x(odd)
     return even, odd
@@ -156,7 +161,7 @@ def _act(g, u):
 
 
 def _grouped_kernel(exp_ref, start_ref, end_ref, x_ref, *refs, op: Operand, launch: Launch, num_rows: int,
-                    gated: bool):
+                    gated: bool, split_x: bool):
     n_w = op.num_arrays
     w_sets = (refs[:n_w], refs[n_w:2 * n_w]) if gated else (refs[:n_w],)
     o_ref = refs[-1]
@@ -172,20 +177,36 @@ def _grouped_kernel(exp_ref, start_ref, end_ref, x_ref, *refs, op: Operand, laun
 
     def body(i, accs):
         k0 = i * bk
-        xs = _x_tiles(x_ref, rows, ok, num_rows, k0, bk, op)
+        xs = _x_tiles(x_ref, rows, ok, num_rows, k0, bk, op, split_x)
         return tuple(acc + tiles.tile_dot(xs, w, op, expert, k0, n0, bk, bn) for acc, w in zip(accs, w_sets))
 
     zeros = tuple(jnp.zeros((bm, bn), jnp.float32) for _ in w_sets)
     accs = lax.fori_loop(0, trips, body, zeros)
     if op.fmt == "bf12":  # the experts' row scales and escapes (x as stored)
         r = jnp.minimum(rows, num_rows - 1)
-        accs = tuple(bf12_tiles.finish_rows(acc, w, x_ref, r, ok, op.n, op.slots, expert, n0, bn)
+        half = op.k // 2 if split_x else None
+        accs = tuple(bf12_tiles.finish_rows(acc, w, x_ref, r, ok, op.n, op.slots, expert, n0, bn, half)
                      for acc, w in zip(accs, w_sets))
     out = _act(*accs) if gated else accs[0]
     _store_rows(o_ref, out.astype(o_ref.dtype), rows, ok, n0)
 
 
 # ---------------------------------------------------------------- launches
+
+X_ENV_VAR = "DGJAX_MOE_PREFILL_X"
+X_LAYOUTS = ("split", "strided")
+
+
+def x_layout() -> str:
+    """How packed-weight stages read x: "split" (default: `deinterleave`d by XLA first, contiguous loads) or
+    "strided" (x as stored, stride-2 gathers of its even and odd columns); $DGJAX_MOE_PREFILL_X at trace time."""
+    return choose_impl(None, X_ENV_VAR, X_LAYOUTS, "moe prefill x layout", default="split")
+
+
+def deinterleave(x: jax.Array) -> jax.Array:
+    """[M, K] -> [M, K]: each row's even columns, then its odd ones (the two halves a packed weight tile meets)."""
+    return jnp.concatenate([x[:, 0::2], x[:, 1::2]], axis=1)
+
 
 
 def grouped_stage(x: jax.Array, group_sizes: jax.Array, weights: tuple, launch: Launch, interpret: bool,
@@ -199,7 +220,11 @@ def grouped_stage(x: jax.Array, group_sizes: jax.Array, weights: tuple, launch: 
     m = x.shape[0]
     table = tile_table(group_sizes, m, launch.block_m)
     arrays = [a for _, arrs in described for a in arrs]
-    kernel = functools.partial(_grouped_kernel, op=op, launch=launch, num_rows=m, gated=len(weights) == 2)
+    split_x = op.packed and x_layout() == "split"
+    if split_x:
+        x = deinterleave(x)
+    kernel = functools.partial(_grouped_kernel, op=op, launch=launch, num_rows=m, gated=len(weights) == 2,
+                               split_x=split_x)
     return pl.pallas_call(
         kernel,
         grid=(op.n // launch.block_n, table[0].shape[0]),
