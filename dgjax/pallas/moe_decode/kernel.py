@@ -180,26 +180,19 @@ def _splits_until(op: Operand, bn: int, bk: int, live_slots: float, programs: in
     return splits
 
 
-BF12_STAGES = 2  # as the dense bf12 GEMV (quant_gemv.kernel.BF12_STAGES)
-# bf12 experts, 2026-12-04 (s27a, `moe_kernel_check --formats bf12 --sweep`, qwen3-30b-a3b at 2 tokens): 128-input
-# steps for both stages, gate/up in 64-column blocks split to fill, down in 128-column blocks filling half the
-# target: 48.7 µs a layer against 58.1 for 256-input steps and 64-column blocks everywhere.
-BF12_BLOCK_K = (128, 64, 32, 16)
-BF12_DOWN_BLOCK_N = (128, 64, 32, 16)
-
-
-def bf12_config(g: Operand, d: Operand, live: float) -> Config:
-    gate_up = split_launch(g, live, block_ks=BF12_BLOCK_K)
-    bn = next(b for b in BF12_DOWN_BLOCK_N if valid_block_n(d, b))
-    bk = next(b for b in BF12_BLOCK_K if valid_block_k(d, b))
-    down = Launch(bn, bk, _splits_until(d, bn, bk, live, target_programs() // 2))
-    return Config(*(dataclasses.replace(launch, num_stages=BF12_STAGES) for launch in (gate_up, down)))
+BF12_STAGES = 2  # as the dense bf12 GEMV (quant_gemv.kernel.BF12_STAGES): its 256-input steps move 48 KB
+# bf12 experts: the dense bf12 GEMV's steps (256 inputs, 2 stages), split to fill. s27a's sweep (qwen3-30b-a3b,
+# 2 tokens) put 128-input steps with 128-column down blocks at 48.7 µs a layer against 58.1; re-timed in s27c the
+# same launch took 59.0 in moe_kernel_check and lost in the engine (gate/up 21.2 vs 18.8 µs, down 14.8 vs 13.1:
+# C1 234.6 vs 281.8 tok/s), so this launch stays (benchmarks/results/2026-12-04-s27-tma-gemv-bf12-experts.md).
 
 
 def default_config(gate: Any, down: Any, tokens: int, top_k: int) -> Config:
     g, d = describe(gate), describe(down)
     if g.fmt == "bf12":
-        return bf12_config(g, d, expected_live_slots(g.experts, top_k, tokens))
+        live = expected_live_slots(g.experts, top_k, tokens)
+        return Config(*(dataclasses.replace(split_launch(op, live, block_ks=GATE_UP_BLOCK_K),
+                                            num_stages=BF12_STAGES) for op in (g, d)))
     if g.fmt == "plain":
         return Config(default_launch(g, GATE_UP_BLOCK_K), default_launch(d))
     if g.fmt == "fp8" and tokens <= FP8_SMALL_BATCH_TOKENS:
