@@ -86,10 +86,9 @@ def _fmt_config(cfg: kernel.Config) -> str:
     return f"gate_up {_fmt_launch(cfg.gate_up)}, down {_fmt_launch(cfg.down)}"
 
 
-def sweep_configs(smoke: bool) -> list[kernel.Config]:
-    """Each stage's launch varied with the other at its default (kernel.Config()); duplicates dropped
-    (grouped_stage shrinks blocks that do not fit the weight)."""
-    base = kernel.Config()
+def sweep_configs(smoke: bool, base: kernel.Config) -> list[kernel.Config]:
+    """Each stage's launch varied with the other at its default (`base`: kernel.default_config for the format);
+    duplicates dropped (grouped_stage shrinks blocks that do not fit the weight)."""
     launches = [(64, 64, 64, 4, 3), (64, 128, 64, 4, 3), (128, 64, 64, 4, 3), (128, 128, 64, 8, 3),
                 (128, 128, 32, 8, 4), (64, 128, 32, 4, 4), (64, 64, 128, 4, 2), (128, 256, 64, 8, 3),
                 (64, 256, 64, 8, 3), (128, 64, 64, 8, 4), (64, 64, 64, 4, 4), (64, 128, 64, 8, 3)]
@@ -102,10 +101,11 @@ def sweep_configs(smoke: bool) -> list[kernel.Config]:
     return [c for c in dict.fromkeys(out) if c != base]
 
 
-def run_sweep(time_grouped, base_ms: float, want, layers: int, smoke: bool) -> tuple[float, kernel.Config]:
+def run_sweep(time_grouped, base_ms: float, want, layers: int, smoke: bool,
+              base: kernel.Config) -> tuple[float, kernel.Config]:
     """Sweep the grouped GEMMs' launches (benchmarks/stage_sweep.py); ms per layer."""
     print(f"  sweep (grouped GEMMs; default {base_ms:.3f} ms):", flush=True)
-    return sweep_two_stages(time_grouped, sweep_configs(smoke), kernel.Config(), base_ms,
+    return sweep_two_stages(time_grouped, sweep_configs(smoke, base), base, base_ms,
                             lambda out: _err(out, want)[0], _fmt_config, layers, 1e3, "ms")
 
 
@@ -139,14 +139,16 @@ def run_preset(preset: str, cfg: ModelConfig, formats, tokens_list, layers: int,
                     print(f"  T={tokens} {name}: failed ({out})", flush=True)
             ok = ms["kernel"] is not None and ms["ref.py"] is not None
             err, rel = _err(outs["kernel"], outs["ref.py"]) if ok else (float("nan"), float("nan"))
-            row = Row(preset, fmt, tokens, gflop, ms, err, rel, _fmt_config(kernel.Config()))
+            base = kernel.default_config(experts[0].gate)
+            row = Row(preset, fmt, tokens, gflop, ms, err, rel, _fmt_config(base))
             rows.append(row)
             shown = ", ".join(f"{n} {v:.3f}" for n, v in ms.items() if v is not None)
             print(f"  T={tokens}: {gflop:.1f} GFLOP/layer; ms/layer: {shown}; err {err:.2e} (rel {rel:.1e})",
                   flush=True)
             if tokens in sweep_tokens and ms["grouped"] is not None:
                 want = outs["grouped"]
-                run_sweep(lambda c: _time(lambda: grouped(c), calls, repeats), ms["grouped"], want, layers, smoke)
+                run_sweep(lambda c: _time(lambda: grouped(c), calls, repeats), ms["grouped"], want, layers, smoke,
+                          base)
     del bf16
 
 

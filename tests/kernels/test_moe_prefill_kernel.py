@@ -174,3 +174,14 @@ def test_bf12_escapes_carry_the_whole_result_when_x_skips_the_outliers(config, x
     want = np.stack([(silu(x[i] @ dense[0][e]) * (x[i] @ dense[1][e])) @ dense[2][e] for i, e in enumerate(owner)])
     assert np.abs(want).max() > 1.0
     np.testing.assert_allclose(got, want, atol=2e-4 * np.abs(want).max(), rtol=0)
+
+
+def test_packed_experts_take_their_own_default_launches():
+    """bf12 and nvfp4 experts (tiles rebuilt from packed bytes) get 128-input gate/up steps (s27d); others keep
+    the bf16-tuned launches."""
+    e, k, n = 128, 2048, 768
+    for fmt in ("bf12", "nvfp4"):
+        assert kernel.default_config(_abstract_node(fmt, e, k, n)) == kernel.PACKED_CONFIG
+    for fmt in ("plain", "fp8"):
+        assert kernel.default_config(_abstract_node(fmt, e, k, n)) == kernel.Config()
+    assert kernel.PACKED_CONFIG.gate_up.block_k == 128 and kernel.PACKED_CONFIG.down == kernel.Config().down
