@@ -1,3 +1,4 @@
+# The probe and its kernel (dgjax/pallas/tma_gemv) lost and were removed; they are at commit 373a093.
 # Session 27: a TMA-fed warpgroup-MMA GEMV (Pallas Mosaic GPU, dgjax/pallas/tma_gemv) in bf16 and bf12 against
 # XLA's bf16 dot and the Triton bf12 quant_gemv at llama-3.1-8b shapes (benchmarks/tma_gemv_probe.py).
 python3 -m pip install --no-deps -q llguidance-*.whl
