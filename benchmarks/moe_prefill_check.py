@@ -116,6 +116,7 @@ def run_preset(preset: str, cfg: ModelConfig, formats, tokens_list, layers: int,
     bf16 = _experts(cfg, layers, jnp.bfloat16, 0)
     for fmt in formats:
         experts = bf16 if fmt == "bf16" else _quantized(bf16, fmt)
+        base = kernel.default_config(experts[0].gate)
         print(f"\n{preset} {fmt}: {cfg.num_experts} experts x {cfg.hidden_size}x{cfg.moe_intermediate_size}, "
               f"top-{k}, {layers} layers per call", flush=True)
         rng = np.random.default_rng(0)
@@ -139,7 +140,6 @@ def run_preset(preset: str, cfg: ModelConfig, formats, tokens_list, layers: int,
                     print(f"  T={tokens} {name}: failed ({out})", flush=True)
             ok = ms["kernel"] is not None and ms["ref.py"] is not None
             err, rel = _err(outs["kernel"], outs["ref.py"]) if ok else (float("nan"), float("nan"))
-            base = kernel.default_config(experts[0].gate)
             row = Row(preset, fmt, tokens, gflop, ms, err, rel, _fmt_config(base))
             rows.append(row)
             shown = ", ".join(f"{n} {v:.3f}" for n, v in ms.items() if v is not None)

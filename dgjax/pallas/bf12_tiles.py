@@ -87,6 +87,12 @@ def weight_tiles(refs, expert, k0, n0, bk: int, bn: int):
     return _decode_asm(lw, cw) if decode_mode() == "asm" else _decode_jnp(lw, cw)
 
 
+def _table_index(row0, bn: int, slots: int):
+    """[bn, slots] flat indices into the escape tables ([rows * slots]) of weight rows row0 .. row0 + bn."""
+    return (row0 + lax.broadcasted_iota(jnp.int32, (bn, slots), 0)) * slots + \
+        lax.broadcasted_iota(jnp.int32, (bn, slots), 1)
+
+
 def finish(acc, refs, x_ref, n: int, slots: int, expert, n0, bn: int, tokens: int, escapes):
     """A program's result [16, bn] from its accumulated dots: times the row scales, plus (where `escapes`, a
     traced bool: one K split of each column block) every escape of these rows, x[col] * exact value, read from
@@ -94,8 +100,7 @@ def finish(acc, refs, x_ref, n: int, slots: int, expert, n0, bn: int, tokens: in
     scale_ref, cols_ref, bits_ref = refs[2], refs[3], refs[4]
     rows = expert * n + n0 + lax.broadcasted_iota(jnp.int32, (bn,), 0)
     out = acc * plgpu.load(scale_ref.at[rows])[None, :]
-    idx = (expert * n + n0 + lax.broadcasted_iota(jnp.int32, (bn, slots), 0)) * slots + \
-        lax.broadcasted_iota(jnp.int32, (bn, slots), 1)
+    idx = _table_index(expert * n + n0, bn, slots)
     live = jnp.broadcast_to(escapes, (bn, slots))
     bits = plgpu.load(bits_ref.at[idx], mask=live, other=0).astype(jnp.int32)
     cols = plgpu.load(cols_ref.at[idx], mask=live, other=0).astype(jnp.int32)
@@ -119,9 +124,8 @@ def finish_rows(acc, refs, x_ref, rows, ok, n: int, slots: int, expert, n0, bn: 
     base = expert * n + n0 + lax.broadcasted_iota(jnp.int32, (1, bn), 1)  # [1, bn] weight rows
     out = acc * plgpu.load(scale_ref.at[base])
     mask = jnp.broadcast_to(ok, acc.shape)
-    idx = (expert * n + n0 + lax.broadcasted_iota(jnp.int32, (bn, slots), 0)) * slots + \
-        lax.broadcasted_iota(jnp.int32, (bn, slots), 1)
-    filled = jnp.max(jnp.sum((plgpu.load(bits_ref.at[idx]) != 0).astype(jnp.int32), axis=1))  # table slots in use
+    table = _table_index(expert * n + n0, bn, slots)
+    filled = jnp.max(jnp.sum((plgpu.load(bits_ref.at[table]) != 0).astype(jnp.int32), axis=1))  # slots in use
 
     def add_slot(s, out):
         bits = plgpu.load(bits_ref.at[base * slots + s]).astype(jnp.int32)  # [1, bn]

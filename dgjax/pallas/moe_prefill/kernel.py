@@ -140,6 +140,21 @@ def _row_ids(start, block_m: int):
     return start + lax.broadcasted_iota(jnp.int32, (block_m, 1), 0)
 
 
+X_ENV_VAR = "DGJAX_MOE_PREFILL_X"
+X_LAYOUTS = ("split", "strided")
+
+
+def x_layout() -> str:
+    """How packed-weight stages read x: "split" (default: `deinterleave`d by XLA first, contiguous loads) or
+    "strided" (x as stored, stride-2 gathers of its even and odd columns); $DGJAX_MOE_PREFILL_X at trace time."""
+    return choose_impl(None, X_ENV_VAR, X_LAYOUTS, "moe prefill x layout", default="split")
+
+
+def deinterleave(x: jax.Array) -> jax.Array:
+    """[M, K] -> [M, K]: each row's even columns, then its odd ones (the two halves a packed weight tile meets)."""
+    return jnp.concatenate([x[:, 0::2], x[:, 1::2]], axis=1)
+
+
 def _x_tiles(x_ref, rows, ok, num_rows: int, k0, bk: int, op: Operand, split_x: bool) -> tuple:
     """x rows `rows` ([BM, 1], masked by `ok`) for inputs k0:k0+bk: one tile, or for packed weights the
     even and odd columns as two tiles (moe_decode/tiles.py's contract). `split_x`: x arrives as its even
@@ -204,22 +219,6 @@ def _grouped_kernel(exp_ref, start_ref, end_ref, x_ref, *refs, op: Operand, laun
 
 
 # ---------------------------------------------------------------- launches
-
-X_ENV_VAR = "DGJAX_MOE_PREFILL_X"
-X_LAYOUTS = ("split", "strided")
-
-
-def x_layout() -> str:
-    """How packed-weight stages read x: "split" (default: `deinterleave`d by XLA first, contiguous loads) or
-    "strided" (x as stored, stride-2 gathers of its even and odd columns); $DGJAX_MOE_PREFILL_X at trace time."""
-    return choose_impl(None, X_ENV_VAR, X_LAYOUTS, "moe prefill x layout", default="split")
-
-
-def deinterleave(x: jax.Array) -> jax.Array:
-    """[M, K] -> [M, K]: each row's even columns, then its odd ones (the two halves a packed weight tile meets)."""
-    return jnp.concatenate([x[:, 0::2], x[:, 1::2]], axis=1)
-
-
 
 def grouped_stage(x: jax.Array, group_sizes: jax.Array, weights: tuple, launch: Launch, interpret: bool,
                   name: str) -> jax.Array:
