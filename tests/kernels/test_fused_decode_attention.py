@@ -61,6 +61,23 @@ def test_kernel_matches_reference(b, kvh, g, d, rot, splits, qk_norm, window, ea
     assert not np.array_equal(np.asarray(want_k), np.asarray(c["k_pages"]))
 
 
+@pytest.mark.parametrize("b, kvh, g, d, rot, splits, qk_norm", [(3, 2, 4, 64, 64, 3, False), (2, 2, 2, 64, 32, 2, True)])
+def test_head_major_pages_match_the_reference(b, kvh, g, d, rot, splits, qk_norm):
+    """Pages stored [pages, KVH, page_size, D]: the same output, and the new K/V in the head-major slot."""
+    c = _case(b * 100 + g + 7, b, kvh, g, d, rot, jnp.float32, qk_norm)
+    want_out, want_k, want_v = ref.fused_decode_attention(**c, scale=d**-0.5, eps=1e-6)
+    start, end = paged.decode_window(c["context_lens"], c["positions"], c["query_lens"], WIDTH * PAGE, None)
+    to_head = lambda pages: jnp.swapaxes(pages, 1, 2)  # noqa: E731
+    got_out, got_k, got_v = kernel.fused_decode_attention(
+        c["qkv"], c["cos"], c["sin"], to_head(c["k_pages"]), to_head(c["v_pages"]), c["block_tables"], start, end,
+        c["slots"][:, 0], c["q_norm"], c["k_norm"], scale=d**-0.5, eps=1e-6, num_splits=splits, block_tokens=8,
+        head_major=True, interpret=True,
+    )
+    np.testing.assert_allclose(np.asarray(got_out), np.asarray(want_out), atol=2e-5, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(to_head(want_k)), np.asarray(got_k), atol=1e-6, rtol=0)
+    np.testing.assert_array_equal(np.asarray(to_head(want_v)), np.asarray(got_v))
+
+
 @pytest.mark.parametrize("qk_norm", [False, True])
 def test_idle_splits_store_the_empty_state_and_match_the_loading_path(qk_norm):
     """8 splits over contexts of at most 23 keys in blocks of 4: most programs (and all but split 0 of the
