@@ -128,6 +128,10 @@ def cases(gpu: bool, smoke: bool, preset: str = "qwen3", keep: str | None = None
                 # fit the 8 GB pool the ncu run keeps (campaign_s10f.sh)
                 P(_moe_case, "glm experts", gpu, 16, 4096, 1408, 8),
                 P(_attention_case, "glm attention", gpu, 8, 12, 128, 4, False, 1056, 2064, rot=64)]
+    elif preset == "long":  # the decode attention alone at 1K / 8K / 32K keys (one stream's bucket, engine tables)
+        todo = [P(_attention_case, f"llama attention {keys}", gpu, 8, 4, 128, 0, False, keys, table)
+                for keys, table in ((1056, 2064), (8288, 8416), (32800, 33024))]
+        todo.append(P(_attention_case, "qwen3 attention 8288", gpu, 4, 8, 128, 16, True, 8288, 8416))
     else:
         todo = [P(_gemv_case, "qwen3 qkv", 2048, 5120, gpu, keep_splits=True), P(_gemv_case, "qwen3 o", 4096, 2048, gpu),
                 P(_moe_case, "qwen3 experts", gpu, 128, 2048, 768, 8)]
@@ -207,8 +211,9 @@ def main(argv=None):
     p.add_argument("--calls", type=int, default=50, help="calls of each case (timed: the trace's mean)")
     p.add_argument("--no-trace", action="store_true", help="just call (for ncu, which times kernels itself)")
     p.add_argument("--smoke", action="store_true", help="tiny shapes (CPU: interpreted, not timed)")
-    p.add_argument("--preset", choices=("qwen3", "glm"), default="qwen3",
-                   help="qwen3: qwen3-30b-a3b fp8 kernels and llama's attention; glm: glm-4.5-air fp8")
+    p.add_argument("--preset", choices=("qwen3", "glm", "long"), default="qwen3",
+                   help="qwen3: qwen3-30b-a3b fp8 kernels and llama's attention; glm: glm-4.5-air fp8; long: "
+                   "the decode attention at 1K-32K keys")
     p.add_argument("--out", default=None)
     p.add_argument("--ncu-csv", default=None, help="summarize an `ncu --csv --page raw` export instead")
     p.add_argument("--cases", default=None, help="comma-separated parts of case names to keep (default: all)")
