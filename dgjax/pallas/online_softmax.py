@@ -14,14 +14,10 @@ from jax import lax
 from jax.experimental.pallas import triton as plgpu
 
 
-def page_rows(tables_ref, table_base, tok, valid, page_size: int, kv_heads: int, head, page_offset=0,
-              head_major: bool = False):
+def page_rows(tables_ref, table_base, tok, valid, page_size: int, kv_heads: int, head, page_offset=0):
     """int32 [BK]: pool rows of tokens `tok` (masked by `valid`) for KV head `head`; the block table of the
-    sequence starts at `table_base` in the flattened tables, and its page ids count from `page_offset`.
-    Pages are [page_size, kv_heads, D] (token-major), or [kv_heads, page_size, D] with `head_major`."""
+    sequence starts at `table_base` in the flattened tables, and its page ids count from `page_offset`."""
     page = plgpu.load(tables_ref.at[table_base + lax.div(tok, page_size)], mask=valid, other=0) + page_offset
-    if head_major:
-        return (page * kv_heads + head) * page_size + lax.rem(tok, page_size)
     return (page * page_size + lax.rem(tok, page_size)) * kv_heads + head
 
 

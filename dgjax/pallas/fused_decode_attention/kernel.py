@@ -78,16 +78,20 @@ def default_launch(batch: int, kv_heads: int, max_tokens: int, head_dim: int, pa
     3261.5 vs 3157.4 tok/s); qwen3-30b-a3b fp8 C4 9 instead of 17 (3.95 vs 3.97). At an 8K table it lost (s26e:
     4 rows, 5 splits of ~1650 keys, attention + merge 1524 vs 1220 µs a tick, busy 5.61 vs 5.34 ms), so longer
     tables keep two programs an SM; the 4096 limit between the two measured tables is not itself measured.
+    In the one-stream bucket a split of 192-384 table keys (not long) takes 128-key steps too (s28e, kernel alone):
+    qwen3-30b-a3b heads at an 8416-key table 33 splits 14.0 vs 16.3 µs, glm-4.5-air heads at 4160 keys 17 splits
+    13.6 vs 15.9; s11a's 33 splits at 8K (528 programs) 17.1 vs 19.0. Wider buckets keep 64 there (unmeasured).
     """
     if programs is None and batch > DOUBLING_MAX_BATCH and max_tokens <= WIDE_BATCH_MAX_TOKENS:
         programs = WIDE_BATCH_PROGRAMS_PER_SM * sm_count()
     bk = default_block_tokens(head_dim, page_dtype)
     splits = default_num_splits(batch, kv_heads, max_tokens, bk, programs)
-    if max_tokens >= LONG_SPLIT_TOKENS * splits:
-        if batch <= DOUBLING_MAX_BATCH:
-            splits = min(2 * splits, pl.cdiv(max_tokens, bk))
-        if max_tokens >= WIDE_BLOCK_SPLIT_TOKENS * splits:
-            bk = max(bk, 128)
+    one_stream = batch <= DOUBLING_MAX_BATCH
+    long = max_tokens >= LONG_SPLIT_TOKENS * splits
+    if long and one_stream:
+        splits = min(2 * splits, pl.cdiv(max_tokens, bk))
+    if (long or one_stream) and max_tokens >= WIDE_BLOCK_SPLIT_TOKENS * splits:
+        bk = max(bk, 128)
     return bk, splits
 
 
@@ -139,7 +143,7 @@ def _attention(
     ids, lo_ref, hi_ref, tables_ref, slots_ref, cos_ref, sin_ref, qkv_ref, k_ref, v_ref, offset_ref, *refs,
     kv_heads: int, group: int, group_pad: int, page_size: int, pages_per_row: int, block_tokens: int,
     num_splits: int, scale_log2: float, normalize: bool, qk_norm: bool, eps: float, segs, head_dim: int,
-    dtype, parts: int, has_bias: bool, skip_idle: bool, early_keys: bool = False, head_major: bool = False,
+    dtype, parts: int, has_bias: bool, skip_idle: bool, early_keys: bool = False,
 ):
     qn_ref, kn_ref, row_ref = refs[:3] if qk_norm else (None, None, None)
     refs = refs[3:] if qk_norm else refs
@@ -210,8 +214,7 @@ def _attention(
         """(valid [BK], K segments, V) of the split's i-th block of keys (masked past its end: no reads)."""
         tok = start + i * block_tokens + offsets
         valid = tok < end
-        row = page_rows(tables_ref, b * pages_per_row, tok, valid, page_size, kv_heads, h, page_offset,
-                        head_major)[:, None]
+        row = page_rows(tables_ref, b * pages_per_row, tok, valid, page_size, kv_heads, h, page_offset)[:, None]
         ks = [plgpu.load(k_ref.at[row, cols(c, w)], mask=jnp.broadcast_to(valid[:, None], (block_tokens, w)),
                          other=0) for c, w in segs]
         v = plgpu.load(v_ref.at[row, cols(0, head_dim)],
@@ -228,11 +231,7 @@ def _attention(
             q = norm_rope(load_rows(q_rows, q_real), qn_ref)  # segments of [GP, w]; pad rows are zeros
             k_new = norm_rope(load_rows(one + base + group), kn_ref)  # segments of [1, w]
             v_new = load_qkv(one + base + group + 1, cols(0, head_dim))  # [1, D]
-        slot = plgpu.load(slots_ref.at[one + b]) + page_offset * page_size  # [1, 1]
-        if head_major:
-            slot_row = (lax.div(slot, page_size) * kv_heads + h) * page_size + lax.rem(slot, page_size)
-        else:
-            slot_row = slot * kv_heads + h
+        slot_row = (plgpu.load(slots_ref.at[one + b]) + page_offset * page_size) * kv_heads + h  # [1, 1]
 
         @pl.when(s == 0)
         def _write():
@@ -314,7 +313,7 @@ def prefetch_plan(w, row_programs: int, program_bytes: int = PREFETCH_PROGRAM_BY
     jax.jit,
     static_argnames=("scale", "eps", "block_tokens", "num_splits", "split_programs", "num_warps", "num_stages",
                      "skip_idle", "prefetch_bytes", "prefetch_max_bytes", "with_sink", "carry_f16", "early_keys",
-                     "head_major", "interpret"),
+                     "interpret"),
 )
 def fused_decode_attention(
     qkv: jax.Array | SplitSums,
@@ -345,7 +344,6 @@ def fused_decode_attention(
     prefetch_max_bytes: int | None = None,
     with_sink: bool = False,
     carry_f16: bool = False,
-    head_major: bool = False,
     interpret: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """qkv [B, KVH, G+2, D] -> (out [B, KVH*G, D], k_pages, v_pages with this token's K/V at `slots` [B]).
@@ -377,14 +375,12 @@ def fused_decode_attention(
     early_keys: each program issues its first block's block-table and K/V loads right after q's loads, before q's
     norm and rope use them, so that chain of reads overlaps q's instead of following it (the loop then starts at
     the second block); False keeps the loop's order. Same result either way.
-    head_major: k_pages / v_pages are [pages, KVH, page_size, D] (a page's keys of one head are contiguous)
-    instead of [pages, page_size, KVH, D].
     """
     parts = qkv.parts.shape[0] if isinstance(qkv, SplitSums) else 0
     dtype = jnp.dtype(qkv.dtype)
     b, kvh, g2, d = qkv.shape
     g = g2 - 2
-    n, ps = (k_pages.shape[0], k_pages.shape[2]) if head_major else k_pages.shape[:2]
+    n, ps, _, _ = k_pages.shape
     p = block_tables.shape[1]
     gp = max(MIN_DOT_ROWS, pl.next_power_of_2(g))
     segs = segments(d, cos.shape[-1])
@@ -426,7 +422,7 @@ def fused_decode_attention(
         _kernel, n_in=len(args), prefetch=pf, kv_heads=kvh, group=g, group_pad=gp, page_size=ps, pages_per_row=p,
         block_tokens=bk, num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, qk_norm=qk_norm, eps=eps,
         segs=segs, head_dim=d, dtype=dtype, parts=parts, has_bias=has_bias, skip_idle=skip_idle,
-        early_keys=early_keys, head_major=head_major,
+        early_keys=early_keys,
     )
     outs = pl.pallas_call(
         kernel,
