@@ -60,11 +60,11 @@ def build(batch, context, kvh, g, d, rot, page, max_len, layers, qk_norm, seed, 
 
 
 def step(impl: str, scale: float, splits: int | None = None, stages: int | None = None,
-         block_tokens: int | None = None, warps: int | None = None, next_block: str | None = None):
-    """One call over every layer's cache: through the api, or (a pipeline depth, block size, warp count or
-    next-block loading asked) the kernel itself with the api's key window."""
+         block_tokens: int | None = None, warps: int | None = None):
+    """One call over every layer's cache: through the api, or (a pipeline depth, block size or warp count
+    asked) the kernel itself with the api's key window."""
     def one(c, k, v):
-        if stages is None and block_tokens is None and warps is None and next_block is None:
+        if stages is None and block_tokens is None and warps is None:
             return fused_api.decode_attention(
                 c["qkv"], c["cos"], c["sin"], k, v, c["block_tables"], c["context_lens"], c["positions"],
                 c["query_lens"], c["slots"], scale=scale, eps=1e-6, q_norm=c["q_norm"], k_norm=c["k_norm"],
@@ -74,8 +74,7 @@ def step(impl: str, scale: float, splits: int | None = None, stages: int | None 
         return fused_kernel.fused_decode_attention(
             c["qkv"], c["cos"], c["sin"], k, v, c["block_tables"], start, end, c["slots"][:, 0], c["q_norm"],
             c["k_norm"], scale=scale, eps=1e-6, num_splits=splits, num_stages=stages or 2,
-            block_tokens=block_tokens, num_warps=warps or 4, next_block=next_block or "none",
-            interpret=jax.default_backend() != "gpu")
+            block_tokens=block_tokens, num_warps=warps or 4, interpret=jax.default_backend() != "gpu")
 
     return jax.jit(lambda c, ks, vs: [one(c, k, v) for k, v in zip(ks, vs)])
 
@@ -112,16 +111,13 @@ def main(argv=None) -> None:
     ap.add_argument("--stages", default="0", help="pipeline depths to time (0: the api's launch)")
     ap.add_argument("--block-tokens", default="0", help="keys per loop step to time (0: the default)")
     ap.add_argument("--warps", default="0", help="warps per program to time (0: the api's launch, 4 warps)")
-    ap.add_argument("--next-block", default="default", help="the kernel's next_block loads to time: default (the "
-                    "api's), none, rows, keys")
     ap.add_argument("--padding-row", action="store_true", help="one idle row more, as the engine's C1 bucket")
     ap.add_argument("--shapes", default="llama-3.1-8b,qwen3-8b", help=f"of {[sh[0] for sh in SHAPES]}")
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args(argv)
     split_counts = [int(x) or None for x in a.splits.split(",")]
-    launches = [(sp, int(st) or None, int(bt) or None, int(w) or None, None if nb == "default" else nb)
-                for sp in split_counts for st in a.stages.split(",") for bt in a.block_tokens.split(",")
-                for w in a.warps.split(",") for nb in a.next_block.split(",")]
+    launches = [(sp, int(st) or None, int(bt) or None, int(w) or None) for sp in split_counts
+                for st in a.stages.split(",") for bt in a.block_tokens.split(",") for w in a.warps.split(",")]
     gpu = jax.default_backend() == "gpu"
     shapes = [sh for sh in SHAPES if sh[0] in a.shapes.split(",")]
     batches, contexts = list(map(int, a.batches.split(","))), list(map(int, a.contexts.split(",")))
@@ -142,8 +138,8 @@ def main(argv=None) -> None:
                 timed = lambda f, names: (device_us(f, 5, names) * 1e-6 if gpu  # noqa: E731
                                           else time_async(f, 10, 5).median_s)
                 t_slow = timed(functools.partial(slow, c, ks, vs), None) / layers
-                for splits, stages, block_tokens, warps, next_block in launches:
-                    fast = step("kernel", d**-0.5, splits, stages, block_tokens, warps, next_block)
+                for splits, stages, block_tokens, warps in launches:
+                    fast = step("kernel", d**-0.5, splits, stages, block_tokens, warps)
                     got = fast(c, ks, vs)
                     err = lambda i: float(jnp.max(jnp.abs(got[0][i].astype(jnp.float32)  # noqa: E731
                                                           - want[0][i].astype(jnp.float32))))
@@ -151,7 +147,7 @@ def main(argv=None) -> None:
                     t_fast = timed(functools.partial(fast, c, ks, vs), KERNEL_NAMES) / layers
                     kv_bytes = 2 * batch * context * kvh * d * 2
                     launch = f"s{splits or 'default'} st{stages or 'default'} bk{block_tokens or 'default'}" + (
-                        f" w{warps}" if warps else "") + (f" next:{next_block}" if next_block else "")
+                        f" w{warps}" if warps else "")
                     rows.append((name, batch, context, launch, err(0), err(1), v_same, t_slow * 1e6,
                                  t_fast * 1e6, kv_bytes / t_fast / 1e12))
                     print(rows[-1], flush=True)

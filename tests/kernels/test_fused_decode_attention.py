@@ -61,28 +61,6 @@ def test_kernel_matches_reference(b, kvh, g, d, rot, splits, qk_norm, window, ea
     assert not np.array_equal(np.asarray(want_k), np.asarray(c["k_pages"]))
 
 
-@pytest.mark.parametrize("next_block", ["rows", "keys"])
-@pytest.mark.parametrize("b, kvh, g, d, rot, splits, qk_norm", [(3, 2, 4, 64, 64, 1, False), (3, 2, 2, 64, 32, 3, True)])
-def test_next_block_loads_match_the_reference(next_block, b, kvh, g, d, rot, splits, qk_norm):
-    """Loading block i + 1's table rows (or rows and keys) before block i's math: the same result; 8-key steps
-    over ~40-key contexts give each split several blocks, the last one's look-ahead past the split's end."""
-    c = _case(b * 100 + g + 3, b, kvh, g, d, rot, jnp.float32, qk_norm)
-    want_out, want_k, want_v = ref.fused_decode_attention(**c, scale=d**-0.5, eps=1e-6)
-    start, end = paged.decode_window(c["context_lens"], c["positions"], c["query_lens"], WIDTH * PAGE, None)
-    got_out, got_k, got_v = kernel.fused_decode_attention(
-        c["qkv"], c["cos"], c["sin"], c["k_pages"], c["v_pages"], c["block_tables"], start, end, c["slots"][:, 0],
-        c["q_norm"], c["k_norm"], scale=d**-0.5, eps=1e-6, num_splits=splits, block_tokens=8, next_block=next_block,
-        interpret=True,
-    )
-    np.testing.assert_allclose(np.asarray(got_out), np.asarray(want_out), atol=2e-5, rtol=1e-5)
-    np.testing.assert_allclose(np.asarray(got_k), np.asarray(want_k), atol=1e-6, rtol=0)
-    np.testing.assert_array_equal(np.asarray(got_v), np.asarray(want_v))
-    with pytest.raises(ValueError, match="next_block"):
-        kernel.fused_decode_attention(
-            c["qkv"], c["cos"], c["sin"], c["k_pages"], c["v_pages"], c["block_tables"], start, end,
-            c["slots"][:, 0], scale=d**-0.5, next_block="all", interpret=True)
-
-
 @pytest.mark.parametrize("qk_norm", [False, True])
 def test_idle_splits_store_the_empty_state_and_match_the_loading_path(qk_norm):
     """8 splits over contexts of at most 23 keys in blocks of 4: most programs (and all but split 0 of the
@@ -131,11 +109,8 @@ def test_reference_equals_unfused_composition():
     assert float(jnp.max(jnp.abs(out[-1]))) == 0.0  # padding row
 
 
-@pytest.mark.parametrize("qk_norm,rot,splits,next_block", [(False, 128, 1, "none"), (True, 128, 17, "none"),
-                                                       (True, 64, 4, "none"), (False, 128, 17, "rows"),
-                                                       (True, 128, 4, "keys")])
-def test_kernel_lowers_to_valid_triton_modules_at_llama_shapes(qk_norm, rot, splits, next_block,
-                                                              verified_triton_lowering):
+@pytest.mark.parametrize("qk_norm,rot,splits", [(False, 128, 1), (True, 128, 17), (True, 64, 4)])
+def test_kernel_lowers_to_valid_triton_modules_at_llama_shapes(qk_norm, rot, splits, verified_triton_lowering):
     """Lower for CUDA without a GPU (llama/qwen3 heads; partial rotary) and verify the Triton module."""
     b, kvh, g, d, pages, ps, width = 2, 8, 4, 128, 64, 16, 32
     spec = jax.ShapeDtypeStruct
@@ -145,8 +120,7 @@ def test_kernel_lowers_to_valid_triton_modules_at_llama_shapes(qk_norm, rot, spl
     args += [spec((d,), jnp.bfloat16)] * 2 if qk_norm else []
 
     def run(*a):
-        return kernel.fused_decode_attention(*a, scale=d**-0.5, num_splits=splits,
-                                             early_keys=splits > 1 and next_block == "none", next_block=next_block)
+        return kernel.fused_decode_attention(*a, scale=d**-0.5, num_splits=splits, early_keys=splits > 1)
 
     lowered = jax.jit(run).trace(*args).lower(lowering_platforms=("cuda",))
     text = lowered.as_text()
@@ -433,26 +407,3 @@ def test_early_keys_switch_reaches_the_kernel(monkeypatch):
     monkeypatch.setenv(api.EARLY_KEYS_ENV_VAR, "sometimes")
     with pytest.raises(ValueError, match="DGJAX_ATTENTION_EARLY_KEYS"):
         api.early_keys()
-
-
-def test_next_block_switch_reaches_the_kernel(monkeypatch):
-    """DGJAX_ATTENTION_NEXT_BLOCK: none (default), rows or keys reach the kernel; anything else is refused by name."""
-    from dgjax.pallas.fused_decode_attention import api
-
-    seen = []
-    real = api.kernel.fused_decode_attention
-    monkeypatch.setattr(api.kernel, "fused_decode_attention",
-                        lambda *a, **k: seen.append(k["next_block"]) or real(*a, **k))
-    c = _case(6, 2, 2, 2, 64, 64, jnp.float32, False)
-    for value in ("rows", "keys", None):
-        if value:
-            monkeypatch.setenv(api.NEXT_BLOCK_ENV_VAR, value)
-        else:
-            monkeypatch.delenv(api.NEXT_BLOCK_ENV_VAR)
-        api.decode_attention(c["qkv"], c["cos"], c["sin"], c["k_pages"], c["v_pages"], c["block_tables"],
-                             c["context_lens"], c["positions"], c["query_lens"], c["slots"], scale=0.125, eps=1e-6,
-                             impl="kernel")
-        assert seen[-1] == (value or "none")
-    monkeypatch.setenv(api.NEXT_BLOCK_ENV_VAR, "all")
-    with pytest.raises(ValueError, match="DGJAX_ATTENTION_NEXT_BLOCK"):
-        api.next_block()

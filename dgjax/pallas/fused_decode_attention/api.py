@@ -14,8 +14,6 @@ on kv_start/kv_end before loading q, and the loads it saves hit L2.
 DGJAX_ATTENTION_EARLY_KEYS (`off` by default; `on` | `off`): each program issues its first block's table and K/V
 loads before q's norm and rope use q's loads (kernel.py `early_keys`). Slower on the H200 (s24f, 1K context, the
 C1 bucket): llama-3.1-8b heads 8.0 -> 11.0 µs a layer, qwen3-30b-a3b 7.7 -> 8.0, glm-4.5-air 8.4 -> 11.4.
-DGJAX_ATTENTION_NEXT_BLOCK (`none` by default; `none` | `rows` | `keys`): what of the next block of keys each
-program loads before the current block's math (kernel.py `next_block`).
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ from dgjax.pallas.paged_attention import api as paged
 
 SKIP_IDLE_ENV_VAR = "DGJAX_ATTENTION_SKIP_IDLE"
 EARLY_KEYS_ENV_VAR = "DGJAX_ATTENTION_EARLY_KEYS"
-NEXT_BLOCK_ENV_VAR = "DGJAX_ATTENTION_NEXT_BLOCK"
 PROGRAMS_ENV_VAR = "DGJAX_ATTENTION_PROGRAMS"
 BLOCK_TOKENS_ENV_VAR = "DGJAX_ATTENTION_BLOCK_TOKENS"
 PREFETCH_ENV_VAR = "DGJAX_PREFETCH_O"
@@ -59,11 +56,6 @@ def prefetch_array(w):
 
 def early_keys() -> bool:
     return choose_impl(None, EARLY_KEYS_ENV_VAR, ("on", "off"), "early attention key loads", default="off") == "on"
-
-
-def next_block() -> str:
-    return choose_impl(None, NEXT_BLOCK_ENV_VAR, ("none", "rows", "keys"), "next attention block loads",
-                       default="none")
 
 
 def skip_idle() -> bool:
@@ -106,6 +98,6 @@ def decode_attention(
         qkv, cos, sin, k_pages, v_pages, block_tables, start, end, slots[:, 0], q_norm, k_norm,
         scale=scale, eps=eps, block_tokens=block_tokens(), num_splits=num_splits, split_programs=split_programs(),
         norm_row=norm_row,
-        page_offset=page_offset, skip_idle=skip_idle(), early_keys=early_keys(), next_block=next_block(), prefetch=prefetch_array(prefetch),
+        page_offset=page_offset, skip_idle=skip_idle(), early_keys=early_keys(), prefetch=prefetch_array(prefetch),
         prefetch_max_bytes=PREFETCH_MAX_BYTES, carry_f16=carry_f16, interpret=not on_gpu,
     )

@@ -143,7 +143,7 @@ def _attention(
     ids, lo_ref, hi_ref, tables_ref, slots_ref, cos_ref, sin_ref, qkv_ref, k_ref, v_ref, offset_ref, *refs,
     kv_heads: int, group: int, group_pad: int, page_size: int, pages_per_row: int, block_tokens: int,
     num_splits: int, scale_log2: float, normalize: bool, qk_norm: bool, eps: float, segs, head_dim: int,
-    dtype, parts: int, has_bias: bool, skip_idle: bool, early_keys: bool = False, next_block: str = "none",
+    dtype, parts: int, has_bias: bool, skip_idle: bool, early_keys: bool = False,
 ):
     qn_ref, kn_ref, row_ref = refs[:3] if qk_norm else (None, None, None)
     refs = refs[3:] if qk_norm else refs
@@ -210,23 +210,16 @@ def _attention(
 
     offsets = lax.broadcasted_iota(jnp.int32, (block_tokens,), 0)
 
-    def block_rows(i):
-        """(valid [BK], pool rows [BK, 1]) of the split's i-th block of keys: the block table's read."""
+    def load_block(i):
+        """(valid [BK], K segments, V) of the split's i-th block of keys (masked past its end: no reads)."""
         tok = start + i * block_tokens + offsets
         valid = tok < end
-        return valid, page_rows(tables_ref, b * pages_per_row, tok, valid, page_size, kv_heads, h, page_offset)[:, None]
-
-    def load_keys(valid, row):
-        """(valid, K segments, V) at those rows (masked past the split's end: no reads)."""
+        row = page_rows(tables_ref, b * pages_per_row, tok, valid, page_size, kv_heads, h, page_offset)[:, None]
         ks = [plgpu.load(k_ref.at[row, cols(c, w)], mask=jnp.broadcast_to(valid[:, None], (block_tokens, w)),
                          other=0) for c, w in segs]
         v = plgpu.load(v_ref.at[row, cols(0, head_dim)],
                        mask=jnp.broadcast_to(valid[:, None], (block_tokens, head_dim)), other=0)
         return valid, ks, v
-
-    def load_block(i):
-        """(valid [BK], K segments, V) of the split's i-th block of keys."""
-        return load_keys(*block_rows(i))
 
     def attend():
         if early_keys:  # q's loads, then the first block's table and K/V loads, before any of them is used
@@ -267,19 +260,6 @@ def _attention(
         if early_keys:  # an empty first block (no keys in this split) leaves the state as it is
             carry = step(first, (acc0, m0, l0))
             finish(*lax.fori_loop(1, num_blocks, lambda i, c: step(load_block(i), c), carry))
-        elif next_block == "rows":  # block i + 1's table read is in flight while block i's keys load
-            def body(i, c):
-                state, (valid, row) = c[:3], c[3:]
-                ahead = block_rows(i + 1)  # past the split's last block: masked, no reads
-                return (*step(load_keys(valid, row), state), *ahead)
-            finish(*lax.fori_loop(0, num_blocks, body, (acc0, m0, l0, *block_rows(0)))[:3])
-        elif next_block == "keys":  # block i + 1's table and K/V loads are in flight during block i's math
-            def body(i, c):
-                state, (valid, ks, v) = c[:3], (c[3], c[4:-1], c[-1])
-                valid_n, ks_n, v_n = load_block(i + 1)
-                return (*step((valid, list(ks), v), state), valid_n, *ks_n, v_n)
-            first_valid, first_ks, first_v = load_block(0)
-            finish(*lax.fori_loop(0, num_blocks, body, (acc0, m0, l0, first_valid, *first_ks, first_v))[:3])
         else:
             finish(*lax.fori_loop(0, num_blocks, lambda i, c: step(load_block(i), c), (acc0, m0, l0)))
 
@@ -333,7 +313,7 @@ def prefetch_plan(w, row_programs: int, program_bytes: int = PREFETCH_PROGRAM_BY
     jax.jit,
     static_argnames=("scale", "eps", "block_tokens", "num_splits", "split_programs", "num_warps", "num_stages",
                      "skip_idle", "prefetch_bytes", "prefetch_max_bytes", "with_sink", "carry_f16", "early_keys",
-                     "next_block", "interpret"),
+                     "interpret"),
 )
 def fused_decode_attention(
     qkv: jax.Array | SplitSums,
@@ -364,7 +344,6 @@ def fused_decode_attention(
     prefetch_max_bytes: int | None = None,
     with_sink: bool = False,
     carry_f16: bool = False,
-    next_block: str = "none",
     interpret: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """qkv [B, KVH, G+2, D] -> (out [B, KVH*G, D], k_pages, v_pages with this token's K/V at `slots` [B]).
@@ -396,12 +375,7 @@ def fused_decode_attention(
     early_keys: each program issues its first block's block-table and K/V loads right after q's loads, before q's
     norm and rope use them, so that chain of reads overlaps q's instead of following it (the loop then starts at
     the second block); False keeps the loop's order. Same result either way.
-    next_block: what of block i + 1 a program loads before block i's math, so that a loop step waits on one
-    latency, not a chain of two: "rows" its block-table read, "keys" its table read and K/V; "none" (the loop
-    loads each block when it starts). Same result every way. Ignored with early_keys.
     """
-    if next_block not in ("none", "rows", "keys"):
-        raise ValueError(f"next_block must be none, rows or keys, got {next_block!r}")
     parts = qkv.parts.shape[0] if isinstance(qkv, SplitSums) else 0
     dtype = jnp.dtype(qkv.dtype)
     b, kvh, g2, d = qkv.shape
@@ -448,7 +422,7 @@ def fused_decode_attention(
         _kernel, n_in=len(args), prefetch=pf, kv_heads=kvh, group=g, group_pad=gp, page_size=ps, pages_per_row=p,
         block_tokens=bk, num_splits=splits, scale_log2=scale * _LOG2E, normalize=normalize, qk_norm=qk_norm, eps=eps,
         segs=segs, head_dim=d, dtype=dtype, parts=parts, has_bias=has_bias, skip_idle=skip_idle,
-        early_keys=early_keys, next_block=next_block,
+        early_keys=early_keys,
     )
     outs = pl.pallas_call(
         kernel,
