@@ -10,7 +10,9 @@ persistent multi-phase kernel there hinges on what its barrier costs. This probe
 - `launches`: ROUNDS chained one-block-an-SM kernels, each reading the previous one's [P, 128] output;
 - `barrier_spread`: as `barrier`, with each block's round also copying a 64 KB tile through shared memory (TMA in,
   TMA out), so the barrier waits on blocks that did some work.
-Device trace, µs a round (kernel durations over rounds); each output is checked.
+Device trace, µs a round (kernel durations over rounds, and the wall span of the calls); each output is checked.
+Timed on a donated x fed back, so every call's buffers stay put and XLA replays the CUDA graph it recorded: with
+moving outputs it re-records the graph on every call (s28k's first runs: ~8.6 µs a Mosaic-GPU command).
 
     python3 -m benchmarks.mgpu_barrier_probe --out $OUT      # GPU
     python -m benchmarks.mgpu_barrier_probe --smoke          # CPU: each case lowered for CUDA, nothing run
@@ -19,7 +21,6 @@ Device trace, µs a round (kernel durations over rounds); each output is checked
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import jax
 import jax.numpy as jnp
@@ -153,8 +154,7 @@ def measure(name: str, fn, x, w, rounds: int, calls: int) -> dict:
     span = (by_call[-1]["ts"] + by_call[-1]["dur"] - by_call[0]["ts"]) / calls if by_call else float("nan")
     return dict(case=name, err=err, kernels_per_call=len(kernels) / calls, kernel_us_per_round=total / rounds,
                 span_us_per_round=span / rounds,
-                names=sorted({e["name"] for e in kernels})[:3], others=others[:4],
-                median_kernel_us=statistics.median(e["dur"] for e in kernels) if kernels else float("nan"))
+                names=sorted({e["name"] for e in kernels})[:3], others=others[:4])
 
 
 def main(argv=None) -> list[str]:
