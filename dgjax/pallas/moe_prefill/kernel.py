@@ -209,7 +209,7 @@ def _grouped_kernel(exp_ref, start_ref, end_ref, x_ref, *refs, op: Operand, laun
 
     zeros = tuple(jnp.zeros((bm, bn), jnp.float32) for _ in w_sets)
     accs = lax.fori_loop(0, trips, body, zeros)
-    if op.fmt == "bf12":  # the experts' row scales and escapes (x as stored)
+    if op.fmt == "bf12":  # the experts' row scales and escapes (x as this stage holds it: `half` maps split x)
         r = jnp.minimum(rows, num_rows - 1)
         half = op.k // 2 if split_x else None
         accs = tuple(bf12_tiles.finish_rows(acc, w, x_ref, r, ok, op.n, op.slots, expert, n0, bn, half)
